@@ -1,0 +1,45 @@
+# Thin wrapper over CMake presets. On a fresh Debian 12 machine, as root:
+#   make doctor   install deps, build, run `gantry doctor`
+#   make test     install deps, build, run every test (unit + integration)
+PRESET ?= release
+BUILD  := build/$(PRESET)
+JOBS   ?= $(shell nproc)
+GANTRY := $(BUILD)/bin/gantry
+
+.PHONY: all deps configure build test unit integration doctor bench format clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake --preset $(PRESET)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	ctest --preset $(PRESET) -j $(JOBS) --timeout 600
+
+unit: build
+	ctest --preset $(PRESET) -L unit -j $(JOBS)
+
+integration: build
+	ctest --preset $(PRESET) -L integration -j $(JOBS)
+
+doctor: deps
+	$(MAKE) build
+	$(GANTRY) doctor
+
+bench: build
+	bash bench/collectives.sh
+
+format:
+	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
+
+clean:
+	rm -rf build

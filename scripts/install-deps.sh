@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything Gantry needs to build and test, from Debian 12 packages only.
+# Idempotent: packages already present are not reinstalled and apt is not refreshed
+# when nothing is missing, so `make test` stays fast on a warm machine.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git clang lld
+  # core libraries
+  libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libnuma-dev
+  # tests
+  libgtest-dev libgmock-dev
+  # optional features and benchmark anchors: MPI (OpenMPI), Gloo, Python bindings
+  openmpi-bin libopenmpi-dev libgloo-dev pybind11-dev python3-dev python3-pybind11
+  # procps for ps/free in the doctor smoke test, hwloc-nox for lstopo-style facts
+  procps
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,49 @@
+// Shared pieces of the `gantry` command line. Each module's commands live in
+// their own <module>_cmd.cc and only parse flags, call the library and print.
+//
+// Exit codes (documented in README.md):
+//   0 ok, 1 a check failed, 2 usage or configuration error,
+//   7 wrong results from a collective (as nccl-tests).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "gantry/core/status.h"
+
+namespace gantry::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitWrongResults = 7;
+
+struct CommonFlags {
+  bool json = false;
+  std::string log_level = "warn";
+};
+
+// Adds --json and --log-level to a subcommand.
+void AddCommonFlags(CLI::App* cmd, CommonFlags* flags);
+// Applies --log-level (and initialises logging). Prints the error and returns
+// false when the level is unknown.
+bool ApplyCommonFlags(const CommonFlags& flags);
+
+using Action = std::function<int()>;
+
+// doctor_cmd.cc: `gantry doctor`. Sets *action when the subcommand was chosen.
+void RegisterDoctor(CLI::App& app, Action* action);
+
+// bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
+// own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
+// spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".
+int BenchMain(int argc, char** argv);
+// bench_cmd.cc: entry when invoked through an nccl-tests name such as
+// `all_reduce_perf` (a symlink to gantry). `collective` is "all_reduce" etc.
+int PerfMain(std::string_view collective, int argc, char** argv);
+// The collective names that have a `<name>_perf` entry point.
+bool IsPerfCollective(std::string_view collective);
+
+}  // namespace gantry::cli
