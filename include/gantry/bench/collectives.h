@@ -57,9 +57,11 @@ struct BenchOptions {
   int check_iters = 1;               // -c (0 = no check, "N/A" in #wrong)
   int run_cycles = 1;                // -N (0 = forever)
   int average = 1;                   // -a: 0 rank 0, 1 avg, 2 min, 3 max
-  int blocking = 0;                  // -z: 1 barrier after every op
+  int blocking = 0;                  // -z: 1 Synchronize + Barrier after every op,
+                                     // 2 Synchronize only, 3 both but the barrier untimed
   int root = 0;                      // -r (-1 = every root in turn)
   bool timestamps = false;           // -S
+  bool report_cputime = false;       // -C: time the launches only, before Synchronize()
   std::vector<comm::DataType> types{comm::DataType::kFloat};  // -d
   std::vector<comm::ReduceOp> ops{comm::ReduceOp::kSum};      // -o
   std::string json_path;             // -J: nccl-tests JSON v3 (rank 0 writes)
@@ -91,6 +93,9 @@ struct Report {
   std::string collective;  // "all_reduce"
   std::string backend;     // communicator backend
   int nranks = 0;
+  BenchOptions options;    // what ran (JSON "config" and "args")
+  std::string start_time;  // local time, "%Y-%m-%d %H:%M:%S"
+  std::string end_time;
   std::vector<std::string> devices;  // one "# Using devices" line per rank
   std::vector<Row> rows;
   int64_t out_of_bounds = 0;  // checks (per rank) with any wrong element
@@ -101,13 +106,21 @@ struct Report {
   static Result<Report> FromJson(const Json& j);
 };
 
+// Checks options that do not depend on the communicator: sizes (non-zero,
+// -b <= -e, a sweep that advances), counts (-n >= 1, -w/-c/-N >= 0), -a 0..3,
+// -z 0..3, -r >= -1, non-empty -d/-o lists, -J ending in ".json". `nranks` > 0
+// also checks that -r names a rank of a rooted collective. InvalidArgument names
+// the flag and value.
+Status ValidateOptions(const BenchOptions& options, Collective collective, int nranks = 0);
+
 // Runs the sweep on one rank. Every rank of `comm` calls it with the same
 // options. Rank 0 prints the nccl-tests text (header, table, footer) to
 // `text_out` when it is not null, writes -J / --csv files, and returns the full
 // report; other ranks return their view (rows without cross-rank reductions are
-// still filled). Bad options (min > max, zero sizes, unknown combinations) are
-// InvalidArgument before anything runs; memory for the largest size that does
-// not fit is ResourceExhausted.
+// still filled). Bad options (see ValidateOptions) are InvalidArgument before
+// anything runs. Like nccl-tests, -e is lowered to what memory (MemAvailable,
+// and /dev/shm for shared-memory backends) holds, with a "# Reducing maxBytes"
+// line; ResourceExhausted when even -b does not fit.
 Result<Report> RunBenchmark(comm::Communicator& comm, Collective collective,
                             const BenchOptions& options, std::FILE* text_out);
 

@@ -36,6 +36,9 @@ struct LaunchOptions {
   // Pin rank i to CPU core i (and its NUMA node) when there are at least as many
   // cores as local ranks.
   bool pin = true;
+  // Forked shm ranks give up waiting for a peer after this many seconds (0 waits
+  // forever; a peer whose process is gone is detected either way).
+  double timeout_s = 300;
 };
 
 // Runs `body` on every rank with that rank's communicator and returns this

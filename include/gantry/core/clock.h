@@ -29,7 +29,8 @@ class FakeClock : public Clock {
                          std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000)));
   std::chrono::nanoseconds Now() const override;
   std::chrono::system_clock::time_point WallNow() const override;
-  // Advances both clocks by `d` instead of sleeping.
+  // Advances both clocks by `d` instead of sleeping. A non-positive `d` does
+  // nothing (time never goes backwards).
   void SleepFor(std::chrono::nanoseconds d) const override;
   void Advance(std::chrono::nanoseconds d);
 

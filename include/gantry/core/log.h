@@ -17,7 +17,8 @@ Status SetLevel(std::string_view level);
 // Installs the stderr sink with Gantry's pattern ("[gantry] [warn] message" ,
 // plus the rank when set). Idempotent.
 void Init();
-// Prefixes later messages with "[rank N]" (forked ranks call it).
+// Prefixes later messages with "[rank N]" (forked ranks call it); a negative
+// rank removes the prefix. Calls Init() if needed, as does SetLevel().
 void SetRank(int rank);
 
 using spdlog::debug;

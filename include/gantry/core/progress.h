@@ -13,6 +13,7 @@
 
 namespace gantry {
 
+// Not thread-safe: one thread owns a Progress. `out` and `clock` must outlive it.
 class Progress {
  public:
   struct Options {
@@ -25,11 +26,12 @@ class Progress {
   ~Progress();  // finishes the line if still drawn
 
   // Sets the absolute amount done and an optional short label; redraws at most
-  // every 100 ms.
+  // every 100 ms (the first update draws at once). No effect after Finish().
   void Update(uint64_t done, std::string_view label = {});
   // Clears the bar line so ordinary output can follow.
   void Finish();
 
+  // True while a bar line is on screen (drawn and not yet finished).
   bool drawing() const { return drawing_; }
 
  private:
@@ -39,6 +41,7 @@ class Progress {
   uint64_t done_ = 0;
   std::string label_;
   Options options_;
+  bool active_;  // enabled and drawing to a terminal (or forced)
   bool drawing_ = false;
   bool finished_ = false;
   std::chrono::nanoseconds start_{};

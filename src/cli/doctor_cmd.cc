@@ -1,0 +1,76 @@
+// `gantry doctor [--json] [--out report.json] [--skip-bench] [--ranks N]`:
+// flag parsing and printing only; the work is gantry::doctor::RunDoctor.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli.h"
+#include "gantry/core/clock.h"
+#include "gantry/core/imds.h"
+#include "gantry/core/json.h"
+#include "gantry/doctor/doctor.h"
+
+namespace gantry::cli {
+namespace {
+
+struct DoctorFlags {
+  CommonFlags common;
+  std::string out;
+  bool skip_bench = false;
+  int ranks = 0;
+};
+
+int RunDoctorCommand(const DoctorFlags& flags) {
+  if (!ApplyCommonFlags(flags.common)) return kExitUsage;
+  doctor::DoctorOptions options;
+  options.run_bench = !flags.skip_bench;
+  options.ranks = flags.ranks;
+  if (!flags.common.json && ::isatty(STDERR_FILENO)) {
+    std::cerr << "gantry doctor: checking this node"
+              << (options.run_bench ? " (memcpy and all_reduce benchmarks take a few seconds)" : "")
+              << "...\n";
+  }
+  AzureImds imds;
+  Result<doctor::DoctorReport> report = doctor::RunDoctor(options, imds, SystemClock());
+  if (!report.ok()) {
+    std::cerr << "gantry doctor: " << report.status().message() << "\n";
+    return report.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitCheckFailed;
+  }
+  const std::string json = report->ToJson().dump(2) + "\n";
+  if (flags.common.json) {
+    std::cout << json;
+  } else {
+    std::cout << report->RenderText();
+  }
+  std::cout.flush();
+  if (!flags.out.empty()) {
+    Status s = WriteFileAtomic(flags.out, json);
+    if (!s.ok()) {
+      std::cerr << "gantry doctor: --out " << flags.out << ": " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  return report->overall == doctor::Verdict::kFail ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace
+
+void RegisterDoctor(CLI::App& app, Action* action) {
+  auto flags = std::make_shared<DoctorFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "doctor",
+      "One verdict on this node: CPU, memory, NUMA, GPUs, /dev/shm, Azure VM size (IMDS), memcpy "
+      "bandwidth and a short all_reduce sweep. Exit 0 when ok or warn, 1 when a check fails.");
+  AddCommonFlags(cmd, &flags->common);
+  cmd->add_option("--out", flags->out, "Also write the JSON report to this file (atomically)");
+  cmd->add_flag("--skip-bench", flags->skip_bench,
+                "Skip the all_reduce sweep (its check reads 'skip')");
+  cmd->add_option("--ranks", flags->ranks,
+                  "Local ranks for the all_reduce sweep (default: one per physical core, 2 to 8)")
+      ->check(CLI::Range(2, 1024));
+  cmd->callback([flags, action] { *action = [flags] { return RunDoctorCommand(*flags); }; });
+}
+
+}  // namespace gantry::cli

@@ -1,0 +1,347 @@
+#include "gantry/doctor/doctor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "fake_root.h"
+
+namespace gantry::doctor {
+namespace {
+
+using ::gantry::doctor::testing::FakeRoot;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ImdsInfo H100Vm() {
+  return *ParseImdsDocument(
+      R"({"compute": {"vmSize": "Standard_ND96isr_H100_v5", "location": "eastus",
+      "zone": "2", "priority": "Spot", "evictionPolicy": "Deallocate"}})",
+      "test");
+}
+
+// Two sizes: a cache-resident one at 50 GB/s (the peak) and 64 MiB, where
+// in-place reaches `large_busbw` and out-of-place half of it.
+bench::Report ShmReport(double large_busbw, int64_t out_of_bounds = 0) {
+  bench::Report r;
+  r.collective = "all_reduce";
+  r.backend = "shm";
+  r.nranks = 2;
+  bench::Row small;
+  small.size_bytes = 256 << 10;
+  small.count = small.size_bytes / 4;
+  small.op = comm::ReduceOp::kSum;
+  small.out_of_place = {5, 50, 50, 0};
+  small.in_place = {5, 50, 50, 0};
+  bench::Row large = small;
+  large.size_bytes = 64 << 20;
+  large.count = large.size_bytes / 4;
+  large.out_of_place = {200, large_busbw / 2, large_busbw / 2, out_of_bounds > 0 ? 7 : 0};
+  large.in_place = {100, large_busbw, large_busbw, 0};
+  r.rows = {small, large};
+  r.out_of_bounds = out_of_bounds;
+  r.avg_busbw_gbs = 30;
+  r.peak_busbw_gbs = 50;
+  return r;
+}
+
+// A small but complete machine: 1 socket, 2 cores, 2 threads, 8 GiB, 1 NUMA node.
+void WriteMachine(const FakeRoot& root, uint64_t available_kib = 6ull << 20) {
+  root.Write("/proc/cpuinfo",
+             "processor\t: 0\nmodel name\t: AMD EPYC 7V12 64-Core Processor\nphysical id\t: 0\n"
+             "core id\t\t: 0\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7V12 64-Core Processor\n"
+             "physical id\t: 0\ncore id\t\t: 1\n");
+  root.Write("/proc/meminfo", "MemTotal: " + std::to_string(8ull << 20) +
+                                  " kB\nMemAvailable: " + std::to_string(available_kib) + " kB\n");
+  root.Write("/sys/devices/system/node/online", "0\n");
+  root.Mkdir("/dev/shm");
+}
+
+DoctorOptions QuickOptions(const FakeRoot& root) {
+  DoctorOptions o;
+  o.root_dir = root.path();
+  o.nvidia_smi = "";
+  o.run_bench = false;
+  o.memcpy_bytes = 64 << 10;
+  o.memcpy_seconds = 0.005;
+  return o;
+}
+
+const Check& Find(const DoctorReport& r, std::string_view name) {
+  for (const Check& c : r.checks) {
+    if (c.name == name) return c;
+  }
+  throw std::runtime_error("no check " + std::string(name));
+}
+
+TEST(VerdictTest, NamesAndOverall) {
+  EXPECT_EQ(VerdictName(Verdict::kOk), "ok");
+  EXPECT_EQ(VerdictName(Verdict::kWarn), "warn");
+  EXPECT_EQ(VerdictName(Verdict::kFail), "fail");
+  EXPECT_EQ(VerdictName(Verdict::kSkip), "skip");
+  auto with = [](std::vector<Verdict> vs) {
+    std::vector<Check> checks;
+    for (Verdict v : vs) checks.push_back({"x", v, "", ""});
+    return Overall(checks);
+  };
+  EXPECT_EQ(with({}), Verdict::kOk);
+  EXPECT_EQ(with({Verdict::kSkip, Verdict::kSkip}), Verdict::kOk);
+  EXPECT_EQ(with({Verdict::kOk, Verdict::kWarn, Verdict::kSkip}), Verdict::kWarn);
+  EXPECT_EQ(with({Verdict::kFail, Verdict::kWarn, Verdict::kOk}), Verdict::kFail);
+  EXPECT_EQ(with({Verdict::kWarn, Verdict::kFail}), Verdict::kFail);
+}
+
+TEST(CheckMemoryTest, WarnsBelowTenPercentAvailable) {
+  EXPECT_EQ(CheckMemory(MemoryInfo{1000, 100}).verdict, Verdict::kOk);
+  Check low = CheckMemory(MemoryInfo{1000, 99});
+  EXPECT_EQ(low.verdict, Verdict::kWarn);
+  EXPECT_THAT(low.detail, HasSubstr("10%"));
+  Check failed = CheckMemory(Result<MemoryInfo>(NotFound("/proc/meminfo: missing")));
+  EXPECT_EQ(failed.verdict, Verdict::kFail);
+  EXPECT_THAT(failed.detail, HasSubstr("/proc/meminfo"));
+}
+
+TEST(CheckShmTest, WarnsWhenTheSweepDoesNotFit) {
+  ShmInfo shm{"/dev/shm", 64ull << 20, 64ull << 20};
+  EXPECT_EQ(CheckShm(shm, 32ull << 20).verdict, Verdict::kOk);
+  Check small = CheckShm(shm, ShmBytesNeeded(2, 64ull << 20));
+  EXPECT_EQ(small.verdict, Verdict::kWarn);
+  EXPECT_THAT(small.detail, HasSubstr("--shm-size"));
+  EXPECT_EQ(CheckShm(Result<ShmInfo>(NotFound("/dev/shm does not exist")), 1).verdict,
+            Verdict::kFail);
+  EXPECT_GT(ShmBytesNeeded(8, 64ull << 20), ShmBytesNeeded(2, 64ull << 20));
+}
+
+TEST(CheckGpusTest, ComparesWithTheVmSize) {
+  GpuInfo eight{8, std::vector<std::string>(8, "NVIDIA H100 80GB HBM3"), "/proc/driver/nvidia/gpus",
+                ""};
+  Check ok = CheckGpus(eight, H100Vm());
+  EXPECT_EQ(ok.verdict, Verdict::kOk);
+  EXPECT_EQ(ok.value, "8 x NVIDIA H100 80GB HBM3");
+
+  GpuInfo seven = eight;
+  seven.count = 7;
+  seven.models.pop_back();
+  Check missing = CheckGpus(seven, H100Vm());
+  EXPECT_EQ(missing.verdict, Verdict::kFail);
+  EXPECT_THAT(missing.detail,
+              HasSubstr("Standard_ND96isr_H100_v5 comes with 8 GPUs but 7 are visible"));
+
+  GpuInfo none{0, {}, "none", ""};
+  EXPECT_EQ(CheckGpus(none, H100Vm()).verdict, Verdict::kFail);
+  EXPECT_EQ(CheckGpus(none, std::nullopt).verdict, Verdict::kSkip);
+  auto cpu_vm = ParseImdsDocument(R"({"compute": {"vmSize": "Standard_D8s_v5"}})", "test");
+  EXPECT_EQ(CheckGpus(none, *cpu_vm).verdict, Verdict::kSkip);
+
+  GpuInfo broken{0, {}, "none", "'nvidia-smi -L' exited with status 9: NVIDIA-SMI has failed"};
+  Check warn = CheckGpus(broken, std::nullopt);
+  EXPECT_EQ(warn.verdict, Verdict::kWarn);
+  EXPECT_THAT(warn.detail, HasSubstr("status 9"));
+
+  GpuInfo mixed{3, {"A", "B", "A"}, "nvidia-smi -L", ""};
+  EXPECT_EQ(CheckGpus(mixed, std::nullopt).value, "2 x A, 1 x B");
+}
+
+TEST(CheckGpusTest, KnownSizes) {
+  EXPECT_EQ(ExpectedGpuCount("Standard_ND96isr_H100_v5"), 8);
+  EXPECT_EQ(ExpectedGpuCount("standard_nd96isr_h200_v5"), 8);
+  EXPECT_EQ(ExpectedGpuCount("Standard_NC24ads_A100_v4"), 1);
+  EXPECT_EQ(ExpectedGpuCount("Standard_NC64as_T4_v3"), 4);
+  EXPECT_EQ(ExpectedGpuCount("Standard_D8s_v5"), std::nullopt);
+  EXPECT_EQ(ExpectedGpuCount(""), std::nullopt);
+}
+
+TEST(CheckVmTest, SizeOrUnknown) {
+  Check spot = CheckVm(H100Vm());
+  EXPECT_EQ(spot.verdict, Verdict::kOk);
+  EXPECT_EQ(spot.value, "Standard_ND96isr_H100_v5");
+  EXPECT_THAT(spot.detail, HasSubstr("eastus, zone 2, Spot VM (Deallocate)"));
+  Check off_azure = CheckVm(Result<ImdsInfo>(DeadlineExceeded("no answer within 2000 ms")));
+  EXPECT_EQ(off_azure.verdict, Verdict::kSkip);
+  EXPECT_EQ(off_azure.value, "unknown");
+  EXPECT_THAT(off_azure.detail, HasSubstr("no answer within 2000 ms"));
+}
+
+TEST(CheckAllReduceTest, WrongResultsFail) {
+  Check c = CheckAllReduce(ShmReport(5.0, /*out_of_bounds=*/1), 10.0);
+  EXPECT_EQ(c.verdict, Verdict::kFail);
+  EXPECT_THAT(c.detail, HasSubstr("7 wrong elements"));
+}
+
+TEST(CheckAllReduceTest, ComparesLargeSizeBusbwWithMemcpy) {
+  // The 50 GB/s cache-resident peak must not hide a slow large size.
+  Check slow = CheckAllReduce(ShmReport(2.4), 10.0);
+  EXPECT_EQ(slow.verdict, Verdict::kWarn);
+  EXPECT_THAT(slow.detail, HasSubstr("busbw at 64 MiB is 24% of memcpy"));
+  EXPECT_EQ(slow.value, "busbw 2.40 GB/s at 64 MiB (peak 50.00; shm, 2 ranks)");
+  Check fine = CheckAllReduce(ShmReport(2.5), 10.0);
+  EXPECT_EQ(fine.verdict, Verdict::kOk);
+  EXPECT_THAT(fine.detail, HasSubstr("25% of memcpy"));
+  EXPECT_EQ(CheckAllReduce(ShmReport(0.1), std::nullopt).verdict, Verdict::kOk);
+  bench::Report nccl = ShmReport(0.1);
+  nccl.backend = "nccl";
+  EXPECT_EQ(CheckAllReduce(nccl, 10.0).verdict, Verdict::kOk);
+  Check failed =
+      CheckAllReduce(Result<bench::Report>(ResourceExhausted("no room in /dev/shm")), 10.0);
+  EXPECT_EQ(failed.verdict, Verdict::kFail);
+  EXPECT_THAT(failed.detail, HasSubstr("no room"));
+  bench::Report empty = ShmReport(5.0);
+  empty.rows.clear();
+  EXPECT_EQ(CheckAllReduce(empty, 10.0).verdict, Verdict::kFail);
+}
+
+TEST(CheckCpuTest, ValueOrFail) {
+  Check ok = CheckCpu(CpuInfo{"AMD EPYC", 1, 2, 2});
+  EXPECT_EQ(ok.value, "AMD EPYC: 1 socket, 2 cores, 2 threads");
+  EXPECT_EQ(CheckCpu(Result<CpuInfo>(NotFound("/proc/cpuinfo"))).verdict, Verdict::kFail);
+  EXPECT_EQ(CheckNuma(2).value, "2 nodes");
+}
+
+TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
+  FakeRoot root;
+  WriteMachine(root);
+  FakeImds imds(H100Vm());
+  FakeClock clock;
+  auto report = RunDoctor(QuickOptions(root), imds, clock);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+
+  std::vector<std::string> names;
+  for (const Check& c : report->checks) names.push_back(c.name);
+  EXPECT_THAT(names,
+              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce"));
+  EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
+  EXPECT_EQ(Find(*report, "cpu").value,
+            "AMD EPYC 7V12 64-Core Processor: 1 socket, 2 cores, 2 threads");
+  EXPECT_EQ(Find(*report, "memory").verdict, Verdict::kOk);
+  EXPECT_EQ(Find(*report, "numa").value, "1 node");
+  EXPECT_EQ(Find(*report, "gpus").verdict, Verdict::kFail);
+  EXPECT_EQ(Find(*report, "memcpy").verdict, Verdict::kOk);
+  EXPECT_EQ(Find(*report, "all_reduce").verdict, Verdict::kSkip);
+  EXPECT_EQ(report->overall, Verdict::kFail);
+  EXPECT_EQ(report->bench_ranks, 2);
+  ASSERT_TRUE(report->memcpy.has_value());
+  EXPECT_EQ(report->memcpy->bytes, 64u << 10);
+  EXPECT_FALSE(report->all_reduce.has_value());
+
+  std::string text = report->RenderText();
+  EXPECT_THAT(text, HasSubstr("2027-01-15 08:00:00 UTC"));
+  EXPECT_THAT(text, HasSubstr("check       verdict"));
+  EXPECT_THAT(text, HasSubstr("verdict: FAIL (0 warnings, 1 failure)"));
+}
+
+TEST(RunDoctorTest, OffAzureLowMemoryWarns) {
+  FakeRoot root;
+  WriteMachine(root, /*available_kib=*/512 << 10);  // 0.5 of 8 GiB: 6%
+  FakeImds imds(Unavailable("connecting to 169.254.169.254: Network is unreachable"));
+  FakeClock clock;
+  auto report = RunDoctor(QuickOptions(root), imds, clock);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(Find(*report, "vm").verdict, Verdict::kSkip);
+  EXPECT_EQ(Find(*report, "vm").value, "unknown");
+  EXPECT_EQ(Find(*report, "gpus").verdict, Verdict::kSkip);
+  EXPECT_EQ(Find(*report, "memory").verdict, Verdict::kWarn);
+  EXPECT_EQ(report->overall, Verdict::kWarn);
+  EXPECT_FALSE(report->vm.has_value());
+}
+
+TEST(RunDoctorTest, BrokenMachineIsVerdictsNotErrors) {
+  FakeRoot root;  // empty: no /proc, /sys or /dev/shm
+  FakeImds imds(Unavailable("off Azure"));
+  FakeClock clock;
+  DoctorOptions options = QuickOptions(root);
+  options.memcpy_bytes = 0;
+  auto report = RunDoctor(options, imds, clock);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(Find(*report, "cpu").verdict, Verdict::kFail);
+  EXPECT_EQ(Find(*report, "memory").verdict, Verdict::kFail);
+  EXPECT_EQ(Find(*report, "shm").verdict, Verdict::kFail);
+  EXPECT_EQ(Find(*report, "memcpy").verdict, Verdict::kSkip);
+  EXPECT_EQ(report->numa_nodes, 1);
+  EXPECT_EQ(report->bench_ranks, 2);
+  EXPECT_EQ(report->overall, Verdict::kFail);
+  Json j = report->ToJson();
+  EXPECT_TRUE(j["machine"]["cpu"].is_null());
+  EXPECT_TRUE(j["machine"]["memory"].is_null());
+  EXPECT_TRUE(j["machine"]["shm"].is_null());
+  EXPECT_TRUE(j["memcpy"].is_null());
+}
+
+TEST(RunDoctorTest, RejectsBadOptions) {
+  FakeRoot root;
+  FakeImds imds(Unavailable("off Azure"));
+  FakeClock clock;
+  auto bad = [&](auto mutate) {
+    DoctorOptions o = QuickOptions(root);
+    mutate(o);
+    return RunDoctor(o, imds, clock).status().code();
+  };
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.ranks = 1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.ranks = -2; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_min_bytes = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_min_bytes = 1 << 20, o.bench_max_bytes = 1024; }),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_step_factor = 1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_iters = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.memcpy_seconds = 0; }), StatusCode::kInvalidArgument);
+}
+
+TEST(DoctorReportTest, JsonShape) {
+  FakeRoot root;
+  WriteMachine(root);
+  FakeImds imds(H100Vm());
+  FakeClock clock;
+  auto report = RunDoctor(QuickOptions(root), imds, clock);
+  ASSERT_TRUE(report.ok());
+  report->all_reduce = ShmReport(3.0);  // as if the sweep had run
+  Json j = report->ToJson();
+
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  EXPECT_THAT(keys, ElementsAre("report", "version", "gantry_version", "timestamp", "elapsed_s",
+                                "overall", "checks", "machine", "memcpy", "bench"));
+  EXPECT_EQ(j["report"], "gantry.doctor");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(j["overall"], "fail");
+  ASSERT_EQ(j["checks"].size(), 8u);
+  EXPECT_EQ(j["checks"][0]["name"], "vm");
+  EXPECT_EQ(j["checks"][0]["verdict"], "ok");
+  for (const auto& c : j["checks"]) {
+    for (const char* key : {"name", "verdict", "value", "detail"})
+      EXPECT_TRUE(c.contains(key)) << key;
+  }
+
+  const Json& m = j["machine"];
+  EXPECT_EQ(m["cpu"]["cores"], 2);
+  EXPECT_EQ(m["cpu"]["sockets"], 1);
+  EXPECT_EQ(m["memory"]["total_bytes"], 8ull << 30);
+  EXPECT_EQ(m["numa_nodes"], 1);
+  EXPECT_EQ(m["gpus"]["count"], 0);
+  EXPECT_EQ(m["gpus"]["source"], "none");
+  EXPECT_TRUE(m["shm"]["free_bytes"].is_number_unsigned());
+  EXPECT_EQ(m["vm"]["vm_size"], "Standard_ND96isr_H100_v5");
+  EXPECT_EQ(j["memcpy"]["bytes"], 64 << 10);
+
+  const Json& b = j["bench"];
+  EXPECT_EQ(b["collective"], "all_reduce");
+  EXPECT_EQ(b["backend"], "shm");
+  EXPECT_EQ(b["ranks"], 2);
+  EXPECT_EQ(b["peak_busbw_gbs"], 50.0);
+  ASSERT_EQ(b["rows"].size(), 2u);
+  EXPECT_EQ(b["rows"][1]["size_bytes"], 64 << 20);
+  EXPECT_EQ(b["rows"][1]["count"], 16 << 20);
+  EXPECT_EQ(b["rows"][1]["type"], "float");
+  EXPECT_EQ(b["rows"][1]["op"], "sum");
+  EXPECT_EQ(b["rows"][1]["out_of_place"]["busbw_gbs"], 1.5);
+  EXPECT_EQ(b["rows"][1]["in_place"]["busbw_gbs"], 3.0);
+  EXPECT_EQ(b["rows"][1]["in_place"]["wrong"], 0);
+  report->all_reduce->rows[1].in_place.wrong = -1;
+  EXPECT_TRUE(report->ToJson()["bench"]["rows"][1]["in_place"]["wrong"].is_null());
+
+  std::string text = report->RenderText();
+  EXPECT_THAT(text, HasSubstr("all_reduce on shm, 2 ranks"));
+  EXPECT_THAT(text, HasSubstr("64 MiB"));
+  EXPECT_THAT(text, HasSubstr("N/A"));
+}
+
+}  // namespace
+}  // namespace gantry::doctor
