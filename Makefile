@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test unit integration doctor bench format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench format clean
 
 all: build
 
@@ -23,7 +23,11 @@ build: configure
 
 test: deps
 	$(MAKE) build
-	ctest --preset $(PRESET) -j $(JOBS) --timeout 600
+	ctest --preset $(PRESET) -j $(JOBS) --timeout 600 -LE gpu
+
+# Tests that need a CUDA device (not part of `make test`; CI has no GPU).
+test-gpu: build
+	ctest --preset $(PRESET) -L gpu --output-on-failure
 
 unit: build
 	ctest --preset $(PRESET) -L unit -j $(JOBS)

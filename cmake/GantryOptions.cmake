@@ -16,7 +16,8 @@ endif()
 
 add_library(gantry_options INTERFACE)
 target_compile_options(gantry_options INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wno-unused-parameter -Wnon-virtual-dtor -Wshadow=local>
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wno-unused-parameter -Wnon-virtual-dtor>
+  $<$<AND:$<CXX_COMPILER_ID:GNU>,$<COMPILE_LANGUAGE:CXX,C>>:-Wshadow=local>
   $<$<AND:$<BOOL:${GANTRY_WERROR}>,$<COMPILE_LANGUAGE:CXX,C>>:-Werror>
   $<$<AND:$<BOOL:${GANTRY_NATIVE}>,$<COMPILE_LANGUAGE:CXX,C>>:-march=native>)
 target_include_directories(gantry_options INTERFACE

@@ -24,7 +24,9 @@ endfunction()
 # gantry_module_tests(<module> LIBS <targets...> DIRS <dirs...>)
 # Convention over configuration: every `foo_test.cc` in DIRS becomes the test
 # binary `<module>_foo_test` labelled `unit`; every `foo_integration_test.cc`
-# becomes one labelled `integration`. Adding a test is adding a file.
+# becomes one labelled `integration`, and every `foo_gpu_test.cc` one labelled
+# `gpu` (needs a CUDA device; `make test-gpu`, not part of `make test`). Adding a
+# test is adding a file.
 function(gantry_module_tests module)
   cmake_parse_arguments(T "" "" "LIBS;DIRS" ${ARGN})
   foreach(dir ${T_DIRS})
@@ -33,6 +35,8 @@ function(gantry_module_tests module)
       get_filename_component(base ${src} NAME_WE)
       if(base MATCHES "_integration_test$")
         set(label integration)
+      elseif(base MATCHES "_gpu_test$")
+        set(label gpu)
       else()
         set(label unit)
       endif()

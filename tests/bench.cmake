@@ -3,8 +3,8 @@
 #   bench_format_text       *_perf entry points in many modes: every line's layout, the
 #                           number formats, busbw = algbw x factor, the sweep's sizes
 #   bench_format_files      -J (nccl-tests JSON v3), --csv and --json agree with the text
-#   bench_corrupt_detected  a damaged element (test hook) gives #wrong > 0 and exit 7
-#   bench_bad_input         bad flags and values: exit 2 with one line naming them
+#   bench_format_corrupt    a damaged element (test hook) gives #wrong > 0 and exit 7
+#   bench_format_bad_input  bad flags and values: exit 2 with one line naming them
 #   bench_sweep_<c>_<n>     every collective, type and op on 2, 3 and 4 ranks checks clean
 if(NOT EXISTS /usr/bin/python3)
   message(STATUS "bench end-to-end tests skipped: /usr/bin/python3 not found")

@@ -68,3 +68,15 @@ endforeach()
 gantry_mpi_test(mpi_bench_all_reduce_auto_2nodes NP 4 ENV GANTRY_TEST_NODE_SPLIT=2
                 REGEX "Out of bounds values : 0 OK"
                 COMMAND $<TARGET_FILE:gantry> bench all_reduce --backend auto -b 8 -e 1M -f 4)
+# Every type and op through the bench's own checker, whose integer inputs wrap
+# around: catches MPI reductions that saturate 8-bit sums (open-mpi/ompi#8045).
+foreach(coll all_reduce reduce_scatter reduce)
+  gantry_mpi_test(mpi_bench_${coll}_all_types_mpi NP 2
+                  REGEX "Out of bounds values : 0 OK"
+                  COMMAND $<TARGET_FILE:gantry> bench ${coll} --backend mpi -d all -o all
+                          -b 64 -e 64K -f 32 -n 2 -w 1)
+endforeach()
+gantry_mpi_test(mpi_bench_all_reduce_all_types_auto_2nodes NP 4 ENV GANTRY_TEST_NODE_SPLIT=2
+                REGEX "Out of bounds values : 0 OK"
+                COMMAND $<TARGET_FILE:gantry> bench all_reduce --backend auto -d all -o all
+                        -b 64 -e 64K -f 32 -n 2 -w 1)

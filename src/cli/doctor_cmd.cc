@@ -67,8 +67,10 @@ void RegisterDoctor(CLI::App& app, Action* action) {
   cmd->add_option("--out", flags->out, "Also write the JSON report to this file (atomically)");
   cmd->add_flag("--skip-bench", flags->skip_bench,
                 "Skip the all_reduce sweep (its check reads 'skip')");
-  cmd->add_option("--ranks", flags->ranks,
-                  "Local ranks for the all_reduce sweep (default: one per physical core, 2 to 8)")
+  cmd->add_option(
+         "--ranks", flags->ranks,
+         "Local ranks for the all_reduce sweep (default: one per GPU on NCCL, else one per "
+         "physical core, 2 to 8)")
       ->check(CLI::Range(2, 1024));
   cmd->callback([flags, action] { *action = [flags] { return RunDoctorCommand(*flags); }; });
 }

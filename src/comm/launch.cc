@@ -1,10 +1,12 @@
 #include "gantry/comm/launch.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 #include <thread>
@@ -83,15 +86,8 @@ void RemoveSegments(const std::string& session) {
   closedir(dir);
 }
 
-[[noreturn]] void RunChild(const LaunchOptions& options, int rank, int ranks, int cpu,
-                           pid_t parent, const std::string& session,
-                           const std::function<int(Communicator&)>& body) {
-  // Die with the launcher, so no rank outlives an interrupted run.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(1);
-  if (cpu >= 0) PinTo(cpu);
-  log::SetRank(rank);
-  int code = 0;
+int RankMain(const LaunchOptions& options, int rank, int ranks, const std::string& session,
+             const std::function<int(Communicator&)>& body) {
   ShmOptions shm{session, rank, ranks, options.timeout_s};
   Result<CommunicatorPtr> comm = CreateShmCommunicator(shm);
 #if GANTRY_HAVE_NCCL
@@ -101,13 +97,57 @@ void RemoveSegments(const std::string& session) {
 #endif
   if (!comm.ok()) {
     std::fprintf(stderr, "gantry: rank %d: %s\n", rank, comm.status().ToString().c_str());
-    code = 2;
-  } else {
-    code = body(**comm);
-    comm.value().reset();
+    return 2;
+  }
+  return body(**comm);
+}
+
+[[noreturn]] void RunChild(const LaunchOptions& options, int rank, int ranks, int cpu, pid_t parent,
+                           const std::string& session,
+                           const std::function<int(Communicator&)>& body) {
+  // Die with the launcher, so no rank outlives an interrupted run.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  if (cpu >= 0) PinTo(cpu);
+  log::SetRank(rank);
+  int code = 1;
+  // An exception must not unwind into the caller's frames, which this child
+  // shares a copy of: it would go on running the parent's code.
+  try {
+    code = RankMain(options, rank, ranks, session, body);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gantry: rank %d: uncaught exception: %s\n", rank, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "gantry: rank %d: uncaught exception\n", rank);
   }
   std::fflush(nullptr);
   _exit(code);
+}
+
+int OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+// Sleeps until a rank that is not done may have exited: a pidfd turns readable,
+// or, without pidfds (kernels before 5.3), a short poll interval passes.
+void WaitForAnExit(const std::vector<pid_t>& pids, const std::vector<int>& pidfds,
+                   const std::vector<bool>& done) {
+  std::vector<pollfd> fds;
+  bool all = true;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    if (done[r]) continue;
+    if (pidfds[r] < 0) {
+      all = false;
+      continue;
+    }
+    fds.push_back(pollfd{pidfds[r], POLLIN, 0});
+  }
+  // A timeout even with pidfds: a lost wakeup must not hang the launcher.
+  poll(fds.data(), fds.size(), all ? 1000 : 5);
 }
 
 void KillAll(const std::vector<pid_t>& pids, const std::vector<bool>& done) {
@@ -142,10 +182,14 @@ Result<Backend> ParseBackend(std::string_view name) {
 
 std::string_view BackendName(Backend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kShm: return "shm";
-    case Backend::kMpi: return "mpi";
-    case Backend::kNccl: return "nccl";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kShm:
+      return "shm";
+    case Backend::kMpi:
+      return "mpi";
+    case Backend::kNccl:
+      return "nccl";
   }
   return "unknown";
 }
@@ -178,21 +222,24 @@ Result<int> RunRanks(const LaunchOptions& options,
     if (options.backend == Backend::kNccl) {
       return FailedPrecondition("nccl backend not compiled in: rebuild with CUDA and NCCL");
     }
-    return FailedPrecondition("mpi backend not compiled in: install an MPI (libopenmpi-dev) and "
-                              "rebuild");
+    return FailedPrecondition(
+        "mpi backend not compiled in: install an MPI (libopenmpi-dev) and "
+        "rebuild");
   }
   if (UnderMpiLauncher()) {
 #if GANTRY_HAVE_MPI
     return internal::RunUnderMpi(options, body);
 #else
-    return FailedPrecondition("started by an MPI launcher, but this Gantry was built without "
-                              "MPI: rebuild with MPI, or run without mpirun/srun to fork local "
-                              "ranks");
+    return FailedPrecondition(
+        "started by an MPI launcher, but this Gantry was built without "
+        "MPI: rebuild with MPI, or run without mpirun/srun to fork local "
+        "ranks");
 #endif
   }
   if (options.backend == Backend::kMpi) {
-    return FailedPrecondition("the mpi backend needs an MPI launcher: run `mpirun -np N gantry "
-                              "...`, or use --backend shm for local ranks");
+    return FailedPrecondition(
+        "the mpi backend needs an MPI launcher: run `mpirun -np N gantry "
+        "...`, or use --backend shm for local ranks");
   }
 
   const std::vector<int> cpus = AllowedCpus();
@@ -215,7 +262,7 @@ Result<int> RunRanks(const LaunchOptions& options,
                            std::to_string(internal::kMaxShmRanks));
   }
   // Every rank needs its staging area in /dev/shm before anything else.
-  struct statvfs vfs{};
+  struct statvfs vfs {};
   if (statvfs("/dev/shm", &vfs) != 0) {
     return FailedPrecondition("/dev/shm is not available (" + std::string(std::strerror(errno)) +
                               "); the shm backend needs a tmpfs there");
@@ -248,12 +295,16 @@ Result<int> RunRanks(const LaunchOptions& options,
     done.push_back(false);
   }
 
-  // Poll our own children rather than waitpid(-1): the caller may have children
-  // of its own. Reaping promptly matters: peers detect a dead rank by its pid
-  // disappearing, which happens only once it is reaped.
+  // Wait for our own children only (the caller may have others), and reap them
+  // promptly: peers detect a dead rank by its pid disappearing, which happens
+  // only once it is reaped. pidfds let us sleep until one exits instead of
+  // waking up (and disturbing a pinned rank) every millisecond.
+  std::vector<int> pidfds(ranks, -1);
+  for (int r = 0; r < ranks; ++r) pidfds[r] = OpenPidfd(pids[r]);
   int code = 0;
   int remaining = ranks;
   while (remaining > 0) {
+    WaitForAnExit(pids, pidfds, done);
     bool crashed = false;
     for (int r = 0; r < ranks; ++r) {
       if (done[r]) continue;
@@ -275,7 +326,9 @@ Result<int> RunRanks(const LaunchOptions& options,
       KillAll(pids, done);
       break;
     }
-    if (remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int fd : pidfds) {
+    if (fd >= 0) close(fd);
   }
   RemoveSegments(session);
   return code;

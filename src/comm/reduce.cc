@@ -137,8 +137,8 @@ struct HalfFormat {
     size_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) {
-      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                    reinterpret_cast<const __m256i*>(in + i))));
+      _mm512_storeu_ps(
+          out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
     }
 #elif defined(__F16C__)
     for (; i + 8 <= n; i += 8) {
@@ -152,15 +152,15 @@ struct HalfFormat {
     size_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                          _mm512_cvtps_ph(_mm512_loadu_ps(in + i),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(out + i),
+          _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
 #elif defined(__F16C__)
     for (; i + 8 <= n; i += 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(out + i),
+          _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
 #endif
     for (; i < n; ++i) out[i] = FloatToHalf(in[i]).bits;
@@ -193,7 +193,8 @@ struct Bfloat16Format {
     return (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
   }
   static void Load(float* out, const uint16_t* in, size_t n) {
-    for (size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
+    for (size_t i = 0; i < n; ++i)
+      out[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
   }
   static void Store(uint16_t* out, const float* in, size_t n) {
     for (size_t i = 0; i < n; ++i) {
@@ -201,7 +202,8 @@ struct Bfloat16Format {
     }
   }
   static void Round(float* x, size_t n) {
-    for (size_t i = 0; i < n; ++i) x[i] = std::bit_cast<float>(RoundBits(std::bit_cast<uint32_t>(x[i])));
+    for (size_t i = 0; i < n; ++i)
+      x[i] = std::bit_cast<float>(RoundBits(std::bit_cast<uint32_t>(x[i])));
   }
 };
 
@@ -304,16 +306,26 @@ void Accumulate(void* inout, const void* in, size_t count, DataType type, Reduce
 
 void DivideBy(void* data, size_t count, DataType type, int n) {
   switch (type) {
-    case DataType::kInt8: return DivideNative<int8_t>(data, count, n);
-    case DataType::kUint8: return DivideNative<uint8_t>(data, count, n);
-    case DataType::kInt32: return DivideNative<int32_t>(data, count, n);
-    case DataType::kUint32: return DivideNative<uint32_t>(data, count, n);
-    case DataType::kInt64: return DivideNative<int64_t>(data, count, n);
-    case DataType::kUint64: return DivideNative<uint64_t>(data, count, n);
-    case DataType::kHalf: return Divide16<HalfFormat>(data, count, n);
-    case DataType::kFloat: return DivideNative<float>(data, count, n);
-    case DataType::kDouble: return DivideNative<double>(data, count, n);
-    case DataType::kBfloat16: return Divide16<Bfloat16Format>(data, count, n);
+    case DataType::kInt8:
+      return DivideNative<int8_t>(data, count, n);
+    case DataType::kUint8:
+      return DivideNative<uint8_t>(data, count, n);
+    case DataType::kInt32:
+      return DivideNative<int32_t>(data, count, n);
+    case DataType::kUint32:
+      return DivideNative<uint32_t>(data, count, n);
+    case DataType::kInt64:
+      return DivideNative<int64_t>(data, count, n);
+    case DataType::kUint64:
+      return DivideNative<uint64_t>(data, count, n);
+    case DataType::kHalf:
+      return Divide16<HalfFormat>(data, count, n);
+    case DataType::kFloat:
+      return DivideNative<float>(data, count, n);
+    case DataType::kDouble:
+      return DivideNative<double>(data, count, n);
+    case DataType::kBfloat16:
+      return Divide16<Bfloat16Format>(data, count, n);
   }
 }
 

@@ -85,8 +85,8 @@ TEST(ReduceNTest, MatchesReferenceForEveryTypeOpAndSourceCount) {
           ReduceN(got.data(), srcs.data(), nsrc, count, type, op);
           ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), count * elem))
               << Describe(type, op, nsrc, count);
-          ASSERT_EQ(got[count * elem], 0xee) << "wrote past the end: "
-                                             << Describe(type, op, nsrc, count);
+          ASSERT_EQ(got[count * elem], 0xee)
+              << "wrote past the end: " << Describe(type, op, nsrc, count);
         }
       }
     }

@@ -20,16 +20,26 @@ inline double GetAsDouble(DataType type, const void* base, size_t i) {
     return v;
   };
   switch (type) {
-    case DataType::kInt8: return load(int8_t{});
-    case DataType::kUint8: return load(uint8_t{});
-    case DataType::kInt32: return load(int32_t{});
-    case DataType::kUint32: return load(uint32_t{});
-    case DataType::kInt64: return static_cast<double>(load(int64_t{}));
-    case DataType::kUint64: return static_cast<double>(load(uint64_t{}));
-    case DataType::kHalf: return HalfToFloat(Half{load(uint16_t{})});
-    case DataType::kFloat: return load(float{});
-    case DataType::kDouble: return load(double{});
-    case DataType::kBfloat16: return Bfloat16ToFloat(Bfloat16{load(uint16_t{})});
+    case DataType::kInt8:
+      return load(int8_t{});
+    case DataType::kUint8:
+      return load(uint8_t{});
+    case DataType::kInt32:
+      return load(int32_t{});
+    case DataType::kUint32:
+      return load(uint32_t{});
+    case DataType::kInt64:
+      return static_cast<double>(load(int64_t{}));
+    case DataType::kUint64:
+      return static_cast<double>(load(uint64_t{}));
+    case DataType::kHalf:
+      return HalfToFloat(Half{load(uint16_t{})});
+    case DataType::kFloat:
+      return load(float{});
+    case DataType::kDouble:
+      return load(double{});
+    case DataType::kBfloat16:
+      return Bfloat16ToFloat(Bfloat16{load(uint16_t{})});
   }
   return 0;
 }
@@ -40,16 +50,26 @@ inline void SetFromInt(DataType type, void* base, size_t i, int64_t v) {
   auto* p = static_cast<uint8_t*>(base) + i * DataTypeSize(type);
   auto store = [p](auto x) { std::memcpy(p, &x, sizeof x); };
   switch (type) {
-    case DataType::kInt8: return store(static_cast<int8_t>(v));
-    case DataType::kUint8: return store(static_cast<uint8_t>(v));
-    case DataType::kInt32: return store(static_cast<int32_t>(v));
-    case DataType::kUint32: return store(static_cast<uint32_t>(v));
-    case DataType::kInt64: return store(static_cast<int64_t>(v));
-    case DataType::kUint64: return store(static_cast<uint64_t>(v));
-    case DataType::kHalf: return store(FloatToHalf(static_cast<float>(v)).bits);
-    case DataType::kFloat: return store(static_cast<float>(v));
-    case DataType::kDouble: return store(static_cast<double>(v));
-    case DataType::kBfloat16: return store(FloatToBfloat16(static_cast<float>(v)).bits);
+    case DataType::kInt8:
+      return store(static_cast<int8_t>(v));
+    case DataType::kUint8:
+      return store(static_cast<uint8_t>(v));
+    case DataType::kInt32:
+      return store(static_cast<int32_t>(v));
+    case DataType::kUint32:
+      return store(static_cast<uint32_t>(v));
+    case DataType::kInt64:
+      return store(static_cast<int64_t>(v));
+    case DataType::kUint64:
+      return store(static_cast<uint64_t>(v));
+    case DataType::kHalf:
+      return store(FloatToHalf(static_cast<float>(v)).bits);
+    case DataType::kFloat:
+      return store(static_cast<float>(v));
+    case DataType::kDouble:
+      return store(static_cast<double>(v));
+    case DataType::kBfloat16:
+      return store(FloatToBfloat16(static_cast<float>(v)).bits);
   }
 }
 
@@ -65,8 +85,10 @@ T Wrap(ReduceOp op, T a, T b) {
     case ReduceOp::kProd:
       return static_cast<T>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) *
                                            static_cast<uint64_t>(static_cast<U>(b))));
-    case ReduceOp::kMax: return a > b ? a : b;
-    case ReduceOp::kMin: return a < b ? a : b;
+    case ReduceOp::kMax:
+      return a > b ? a : b;
+    case ReduceOp::kMin:
+      return a < b ? a : b;
   }
   return a;
 }
@@ -75,10 +97,14 @@ template <typename T>
 T Float(ReduceOp op, T a, T b) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return a + b;
-    case ReduceOp::kProd: return a * b;
-    case ReduceOp::kMax: return a > b ? a : b;
-    case ReduceOp::kMin: return a < b ? a : b;
+    case ReduceOp::kAvg:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMax:
+      return a > b ? a : b;
+    case ReduceOp::kMin:
+      return a < b ? a : b;
   }
   return a;
 }
@@ -130,14 +156,22 @@ void Reduce16(ReduceOp op, const std::vector<const void*>& srcs, size_t i, void*
 inline void ReferenceReduce(DataType type, ReduceOp op, const std::vector<const void*>& srcs,
                             size_t i, void* out) {
   switch (type) {
-    case DataType::kInt8: return detail::ReduceInts<int8_t>(op, srcs, i, out);
-    case DataType::kUint8: return detail::ReduceInts<uint8_t>(op, srcs, i, out);
-    case DataType::kInt32: return detail::ReduceInts<int32_t>(op, srcs, i, out);
-    case DataType::kUint32: return detail::ReduceInts<uint32_t>(op, srcs, i, out);
-    case DataType::kInt64: return detail::ReduceInts<int64_t>(op, srcs, i, out);
-    case DataType::kUint64: return detail::ReduceInts<uint64_t>(op, srcs, i, out);
-    case DataType::kFloat: return detail::ReduceFloats<float>(op, srcs, i, out);
-    case DataType::kDouble: return detail::ReduceFloats<double>(op, srcs, i, out);
+    case DataType::kInt8:
+      return detail::ReduceInts<int8_t>(op, srcs, i, out);
+    case DataType::kUint8:
+      return detail::ReduceInts<uint8_t>(op, srcs, i, out);
+    case DataType::kInt32:
+      return detail::ReduceInts<int32_t>(op, srcs, i, out);
+    case DataType::kUint32:
+      return detail::ReduceInts<uint32_t>(op, srcs, i, out);
+    case DataType::kInt64:
+      return detail::ReduceInts<int64_t>(op, srcs, i, out);
+    case DataType::kUint64:
+      return detail::ReduceInts<uint64_t>(op, srcs, i, out);
+    case DataType::kFloat:
+      return detail::ReduceFloats<float>(op, srcs, i, out);
+    case DataType::kDouble:
+      return detail::ReduceFloats<double>(op, srcs, i, out);
     case DataType::kHalf:
       return detail::Reduce16(
           op, srcs, i, out, [](uint16_t b) { return HalfToFloat(Half{b}); },

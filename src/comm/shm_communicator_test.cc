@@ -3,13 +3,13 @@
 // counts that reach every path (inline, staged, single-copy, multi-step), each
 // checked bit for bit against a scalar reference computed in-process.
 #include <dirent.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,15 +25,23 @@ namespace {
 using testing::ReferenceReduce;
 using testing::SetFromInt;
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll,
-                  kSendRecv, kGather, kScatter };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSendRecv,
+  kGather,
+  kScatter
+};
 constexpr Coll kAllColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter,
                               Coll::kBroadcast, Coll::kReduce,    Coll::kAllToAll,
                               Coll::kSendRecv,  Coll::kGather,    Coll::kScatter};
 const char* CollName(Coll c) {
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                "broadcast",  "reduce",     "alltoall",
-                                "sendrecv",   "gather",     "scatter"};
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                                "alltoall",   "sendrecv",   "gather",         "scatter"};
   return names[static_cast<int>(c)];
 }
 bool Reduces(Coll c) {
@@ -64,10 +72,19 @@ Layout MakeLayout(const Case& c, int n, int r) {
   const size_t k = c.count;
   size_t send = k, recv = k;
   switch (c.coll) {
-    case Coll::kAllGather: case Coll::kGather: recv = n * k; break;
-    case Coll::kReduceScatter: case Coll::kScatter: send = n * k; break;
-    case Coll::kAllToAll: send = recv = n * k; break;
-    default: break;
+    case Coll::kAllGather:
+    case Coll::kGather:
+      recv = n * k;
+      break;
+    case Coll::kReduceScatter:
+    case Coll::kScatter:
+      send = n * k;
+      break;
+    case Coll::kAllToAll:
+      send = recv = n * k;
+      break;
+    default:
+      break;
   }
   const size_t elem = DataTypeSize(c.type);
   const size_t base = kGuard + 3 * elem;
@@ -92,8 +109,8 @@ size_t LayoutBytes(const Case& c, int n, int r) {
 int64_t InputValue(const Case& c, int q, size_t i) {
   if (!Reduces(c.coll)) return static_cast<int64_t>((q * 1009 + i * 31) % 2000) - 1000;
   const int64_t v = static_cast<int64_t>((i * 7 + q * 13 + 3) % 5);
-  const bool is_unsigned = c.type == DataType::kUint8 || c.type == DataType::kUint32 ||
-                           c.type == DataType::kUint64;
+  const bool is_unsigned =
+      c.type == DataType::kUint8 || c.type == DataType::kUint32 || c.type == DataType::kUint64;
   return is_unsigned ? v : v - 2;
 }
 
@@ -167,16 +184,24 @@ Status Run(Communicator& comm, const Case& c, uint8_t* arena) {
   const void* send = arena + l.send_off;
   void* recv = arena + l.recv_off;
   switch (c.coll) {
-    case Coll::kAllReduce: return comm.AllReduce(send, recv, c.count, c.type, c.op);
-    case Coll::kAllGather: return comm.AllGather(send, recv, c.count, c.type);
-    case Coll::kReduceScatter: return comm.ReduceScatter(send, recv, c.count, c.type, c.op);
-    case Coll::kBroadcast: return comm.Broadcast(send, recv, c.count, c.type, c.root);
-    case Coll::kReduce: return comm.Reduce(send, recv, c.count, c.type, c.op, c.root);
-    case Coll::kAllToAll: return comm.AllToAll(send, recv, c.count, c.type);
+    case Coll::kAllReduce:
+      return comm.AllReduce(send, recv, c.count, c.type, c.op);
+    case Coll::kAllGather:
+      return comm.AllGather(send, recv, c.count, c.type);
+    case Coll::kReduceScatter:
+      return comm.ReduceScatter(send, recv, c.count, c.type, c.op);
+    case Coll::kBroadcast:
+      return comm.Broadcast(send, recv, c.count, c.type, c.root);
+    case Coll::kReduce:
+      return comm.Reduce(send, recv, c.count, c.type, c.op, c.root);
+    case Coll::kAllToAll:
+      return comm.AllToAll(send, recv, c.count, c.type);
     case Coll::kSendRecv:
       return comm.SendRecv(send, recv, c.count, c.type, (r + 1) % n, (r + n - 1) % n);
-    case Coll::kGather: return comm.Gather(send, recv, c.count, c.type, c.root);
-    case Coll::kScatter: return comm.Scatter(send, recv, c.count, c.type, c.root);
+    case Coll::kGather:
+      return comm.Gather(send, recv, c.count, c.type, c.root);
+    case Coll::kScatter:
+      return comm.Scatter(send, recv, c.count, c.type, c.root);
   }
   return Status::Ok();
 }
@@ -198,8 +223,8 @@ std::vector<size_t> CountsFor(Coll coll, DataType type, int n) {
   const internal::ShmTuning t = internal::DefaultShmTuning(n);
   const size_t elem = DataTypeSize(type);
   // Collectives whose per-rank input is n blocks cross thresholds n times sooner.
-  const size_t blocks = (coll == Coll::kReduceScatter || coll == Coll::kAllToAll ||
-                         coll == Coll::kScatter) ? n : 1;
+  const size_t blocks =
+      (coll == Coll::kReduceScatter || coll == Coll::kAllToAll || coll == Coll::kScatter) ? n : 1;
   const size_t above_small = t.small_bytes / (elem * blocks) + 3;
   const size_t steps = (t.half_bytes * 3 / 2) / (elem * blocks) + 13;
   return {0, 1, 7, 1023, above_small, steps};
@@ -213,8 +238,8 @@ std::vector<Case> CasesFor(Coll coll, int n) {
       // small ones miss (reduce_test covers the kernels): one type per element
       // size, sum only, one root.
       const bool large = count > 1023;
-      if (large && type != DataType::kInt8 && type != DataType::kHalf &&
-          type != DataType::kFloat && type != DataType::kDouble) {
+      if (large && type != DataType::kInt8 && type != DataType::kHalf && type != DataType::kFloat &&
+          type != DataType::kDouble) {
         continue;
       }
       std::vector<ReduceOp> ops = {ReduceOp::kSum};
@@ -223,7 +248,8 @@ std::vector<Case> CasesFor(Coll coll, int n) {
       if (Rooted(coll) && n > 1 && !large) roots = {0, n - 1};
       for (ReduceOp op : ops) {
         for (int root : roots) {
-          for (bool in_place : {false, true}) cases.push_back({coll, type, op, count, in_place, root});
+          for (bool in_place : {false, true})
+            cases.push_back({coll, type, op, count, in_place, root});
         }
       }
     }
@@ -263,8 +289,8 @@ int CheckAllCases(Communicator& comm, Coll coll) {
         std::fprintf(stderr,
                      "%s: wrong byte at arena offset %zu (send at %zu, recv at %zu): got 0x%02x "
                      "want 0x%02x\n",
-                     Describe(c, n, r, use_registered).c_str(), i, l.send_off, l.recv_off,
-                     arena[i], want[i]);
+                     Describe(c, n, r, use_registered).c_str(), i, l.send_off, l.recv_off, arena[i],
+                     want[i]);
         return 12;
       }
     }
@@ -297,21 +323,20 @@ class CollectiveTest : public ::testing::TestWithParam<std::tuple<Coll, int>> {}
 
 TEST_P(CollectiveTest, MatchesReferenceOnEveryPath) {
   const auto [coll, ranks] = GetParam();
-  auto result = RunRanks(Local(ranks), [coll = coll](Communicator& comm) {
-    return CheckAllCases(comm, coll);
-  });
+  auto result = RunRanks(Local(ranks),
+                         [coll = coll](Communicator& comm) { return CheckAllCases(comm, coll); });
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(*result, 0);
   EXPECT_TRUE(LeftoverSegments().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCollectives, CollectiveTest,
-    ::testing::Combine(::testing::ValuesIn(kAllColls), ::testing::Values(1, 2, 3, 4)),
-    [](const ::testing::TestParamInfo<CollectiveTest::ParamType>& p) {
-      return std::string(CollName(std::get<0>(p.param))) + "_" +
-             std::to_string(std::get<1>(p.param)) + "ranks";
-    });
+INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllColls),
+                                            ::testing::Values(1, 2, 3, 4)),
+                         [](const ::testing::TestParamInfo<CollectiveTest::ParamType>& p) {
+                           return std::string(CollName(std::get<0>(p.param))) + "_" +
+                                  std::to_string(std::get<1>(p.param)) + "ranks";
+                         });
 
 TEST(ShmCommunicatorTest, ReportsItsBackendDeviceAndSize) {
   auto result = RunRanks(Local(3), [](Communicator& comm) {
@@ -464,6 +489,39 @@ TEST(ShmCommunicatorTest, RejectsBadArguments) {
   EXPECT_EQ(*result, 0);
 }
 
+TEST(ShmCommunicatorTest, UnusedBuffersMayBeNull) {
+  auto result = RunRanks(Local(3), [](Communicator& comm) {
+    const bool root = comm.rank() == 1;
+    for (size_t count : {size_t{3}, size_t{100000}}) {        // staged and single-copy sizes
+      auto buf = comm.Allocate(4 * count * sizeof(int32_t));  // input, then 3 blocks out
+      if (!buf.ok()) return 1;
+      auto* p = buf->as<int32_t>();
+      for (size_t i = 0; i < count; ++i) p[i] = comm.rank() + 1;
+      int32_t* recv = root ? p + count : nullptr;
+      if (!comm.Reduce(p, recv, count, DataType::kInt32, ReduceOp::kSum, 1).ok()) return 2;
+      if (root && (recv[0] != 6 || recv[count - 1] != 6)) return 3;
+      if (!comm.Gather(p, recv, count, DataType::kInt32, 1).ok()) return 4;
+      if (root && (recv[0] != 1 || recv[2 * count] != 3)) return 5;
+      const int32_t* send = root ? p : nullptr;
+      for (size_t i = 0; i < count; ++i) p[count + i] = 7;
+      if (!comm.Broadcast(send, p + count, count, DataType::kInt32, 1).ok()) return 6;
+      if (p[count] != 2 || p[2 * count - 1] != 2) return 7;
+    }
+    return 0;
+  });
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(*result, 0);
+}
+
+TEST(RunRanksTest, AnExceptionFailsItsRankOnly) {
+  auto result = RunRanks(Local(2), [](Communicator& comm) -> int {
+    if (comm.rank() == 1) throw std::runtime_error("boom");
+    return 0;
+  });
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(*result, 1);
+}
+
 TEST(RunRanksTest, RejectsBadRankCounts) {
   for (int ranks : {-1, internal::kMaxShmRanks + 1}) {
     auto r = RunRanks(Local(ranks), [](Communicator&) { return 0; });
@@ -507,8 +565,7 @@ TEST(CreateShmCommunicatorTest, ValidatesOptions) {
   EXPECT_EQ(CreateShmCommunicator({"s", 0, 0, 1}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CreateShmCommunicator({"s", 2, 2, 1}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CreateShmCommunicator({"", 0, 1, 1}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateShmCommunicator({"a/b", 0, 1, 1}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateShmCommunicator({"a/b", 0, 1, 1}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CreateShmCommunicator({"s", 0, internal::kMaxShmRanks + 1, 1}).status().code(),
             StatusCode::kInvalidArgument);
 }

@@ -13,16 +13,19 @@ inline constexpr size_t kInlineBytes = 56;
 struct ShmTuning {
   // Each rank's staging area is two halves of this size (double buffering); a
   // pipeline step publishes at most one half.
-  size_t half_bytes = 1 << 20;
+  size_t half_bytes = 256 << 10;
   // Calls whose per-rank input is at most this go straight through the staging
   // halves with one sync per step, even for buffers from Allocate(): below it
   // the second barrier of the single-copy path costs more than the copy saves.
-  size_t small_bytes = 64 << 10;
-  // Single-copy results at least this large are written with non-temporal
-  // stores: they cannot stay in the caches anyway.
-  size_t stream_bytes = size_t{32} << 20;
-  // From this many ranks, staged reductions split each step across ranks.
-  int split_ranks = 4;
+  size_t small_bytes = 2048;
+  // Single-copy AllReduce results at least this large are written with
+  // non-temporal stores.
+  size_t stream_bytes = size_t{512} << 10;
+  // From this many ranks, staged reductions split each step across ranks:
+  // each rank then pulls 2(n-1)/n of a step from its peers instead of n-1
+  // steps, for one extra sync per step.
+  int split_ranks = 3;
+  size_t split_bytes = 64 << 10;  // and for steps at least this large
   // Pause-loop iterations before a waiting rank starts yielding its CPU.
   int spins = 4096;
   int spins_oversubscribed = 64;

@@ -7,9 +7,8 @@ namespace gantry::comm {
 namespace {
 
 constexpr std::array<DataType, kNumDataTypes> kAllTypes = {
-    DataType::kInt8,  DataType::kUint8,  DataType::kInt32, DataType::kUint32,
-    DataType::kInt64, DataType::kUint64, DataType::kHalf,  DataType::kFloat,
-    DataType::kDouble, DataType::kBfloat16,
+    DataType::kInt8,   DataType::kUint8, DataType::kInt32, DataType::kUint32, DataType::kInt64,
+    DataType::kUint64, DataType::kHalf,  DataType::kFloat, DataType::kDouble, DataType::kBfloat16,
 };
 constexpr std::array<ReduceOp, kNumReduceOps> kAllOps = {
     ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg,
@@ -21,15 +20,15 @@ struct TypeAlias {
 };
 // Canonical names first, then the aliases nccl-tests and PyTorch users type.
 constexpr TypeAlias kTypeNames[] = {
-    {"int8", DataType::kInt8},        {"uint8", DataType::kUint8},
-    {"int32", DataType::kInt32},      {"uint32", DataType::kUint32},
-    {"int64", DataType::kInt64},      {"uint64", DataType::kUint64},
-    {"half", DataType::kHalf},        {"float", DataType::kFloat},
-    {"double", DataType::kDouble},    {"bfloat16", DataType::kBfloat16},
-    {"char", DataType::kInt8},        {"int", DataType::kInt32},
-    {"float16", DataType::kHalf},     {"fp16", DataType::kHalf},
-    {"float32", DataType::kFloat},    {"fp32", DataType::kFloat},
-    {"float64", DataType::kDouble},   {"fp64", DataType::kDouble},
+    {"int8", DataType::kInt8},      {"uint8", DataType::kUint8},
+    {"int32", DataType::kInt32},    {"uint32", DataType::kUint32},
+    {"int64", DataType::kInt64},    {"uint64", DataType::kUint64},
+    {"half", DataType::kHalf},      {"float", DataType::kFloat},
+    {"double", DataType::kDouble},  {"bfloat16", DataType::kBfloat16},
+    {"char", DataType::kInt8},      {"int", DataType::kInt32},
+    {"float16", DataType::kHalf},   {"fp16", DataType::kHalf},
+    {"float32", DataType::kFloat},  {"fp32", DataType::kFloat},
+    {"float64", DataType::kDouble}, {"fp64", DataType::kDouble},
     {"bf16", DataType::kBfloat16},
 };
 
@@ -94,11 +93,16 @@ bool IsFloatingPoint(DataType type) {
 
 std::string_view ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProd: return "prod";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kAvg:
+      return "avg";
   }
   return "unknown";
 }

@@ -15,8 +15,8 @@ namespace gantry::comm {
 namespace {
 
 TEST(DataTypeTest, NamesRoundTripInNcclTestsOrder) {
-  const char* expected[] = {"int8",  "uint8", "int32", "uint32", "int64",
-                            "uint64", "half", "float", "double", "bfloat16"};
+  const char* expected[] = {"int8",   "uint8", "int32", "uint32", "int64",
+                            "uint64", "half",  "float", "double", "bfloat16"};
   ASSERT_EQ(AllDataTypes().size(), static_cast<size_t>(kNumDataTypes));
   for (int i = 0; i < kNumDataTypes; ++i) {
     const DataType t = AllDataTypes()[i];
@@ -29,9 +29,9 @@ TEST(DataTypeTest, NamesRoundTripInNcclTestsOrder) {
 
 TEST(DataTypeTest, ParsesAliases) {
   const std::pair<const char*, DataType> aliases[] = {
-      {"char", DataType::kInt8},     {"int", DataType::kInt32},     {"float16", DataType::kHalf},
-      {"fp16", DataType::kHalf},     {"float32", DataType::kFloat}, {"fp32", DataType::kFloat},
-      {"float64", DataType::kDouble}, {"fp64", DataType::kDouble},  {"bf16", DataType::kBfloat16},
+      {"char", DataType::kInt8},      {"int", DataType::kInt32},     {"float16", DataType::kHalf},
+      {"fp16", DataType::kHalf},      {"float32", DataType::kFloat}, {"fp32", DataType::kFloat},
+      {"float64", DataType::kDouble}, {"fp64", DataType::kDouble},   {"bf16", DataType::kBfloat16},
   };
   for (const auto& [name, type] : aliases) {
     auto parsed = ParseDataType(name);
@@ -90,9 +90,9 @@ TEST(HalfTest, KnownValues) {
   EXPECT_EQ(H(-0.0f), 0x8000);
   EXPECT_EQ(H(1.0f), 0x3c00);
   EXPECT_EQ(H(-2.0f), 0xc000);
-  EXPECT_EQ(H(65504.0f), 0x7bff);                        // largest finite
-  EXPECT_EQ(H(std::ldexp(1.0f, -14)), 0x0400);           // smallest normal
-  EXPECT_EQ(H(std::ldexp(1.0f, -24)), 0x0001);           // smallest subnormal
+  EXPECT_EQ(H(65504.0f), 0x7bff);               // largest finite
+  EXPECT_EQ(H(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(H(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(H(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(H(-std::numeric_limits<float>::infinity()), 0xfc00);
   EXPECT_EQ(F(0x3555), 0.333251953125f);
@@ -144,7 +144,7 @@ TEST(HalfTest, EveryHalfRoundTripsThroughFloat) {
       // The conversion to float is exact: compare with the decoded value.
       const int exp = (h >> 10) & 0x1f;
       const int mant = h & 0x3ff;
-      double v = exp == 0 ? std::ldexp(mant, -24)
+      double v = exp == 0    ? std::ldexp(mant, -24)
                  : exp == 31 ? std::numeric_limits<double>::infinity()
                              : std::ldexp(1024 + mant, exp - 25);
       if (h & 0x8000) v = -v;
@@ -161,8 +161,8 @@ TEST(HalfTest, MatchesF16CAcrossTheFloatRange) {
   uint32_t bits = 0;
   for (uint64_t n = 0; n < (uint64_t{1} << 32) / kStride; ++n, bits += kStride) {
     const float f = std::bit_cast<float>(bits);
-    const uint16_t hw = static_cast<uint16_t>(
-        _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const uint16_t hw =
+        static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     ASSERT_EQ(H(f), hw) << std::hex << bits;
   }
   // And every float near the half range's interesting boundaries.
@@ -170,8 +170,8 @@ TEST(HalfTest, MatchesF16CAcrossTheFloatRange) {
     for (uint32_t d = 0; d < 20000; ++d) {
       for (uint32_t b : {centre + d, centre - d, (centre + d) | 0x80000000u}) {
         const float f = std::bit_cast<float>(b);
-        const uint16_t hw = static_cast<uint16_t>(
-            _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const uint16_t hw =
+            static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         ASSERT_EQ(H(f), hw) << std::hex << b;
       }
     }

@@ -23,7 +23,8 @@ const Clock& SystemClock() {
   return clock;
 }
 
-FakeClock::FakeClock(std::chrono::nanoseconds start, std::chrono::system_clock::time_point wall_start)
+FakeClock::FakeClock(std::chrono::nanoseconds start,
+                     std::chrono::system_clock::time_point wall_start)
     : now_(start), wall_(wall_start) {}
 
 std::chrono::nanoseconds FakeClock::Now() const {

@@ -31,10 +31,14 @@ std::string Where(const std::string& origin, const YAML::Mark& mark) {
 
 std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    default: return "nothing";
+    case YAML::NodeType::Scalar:
+      return fmt::format("'{}'", node.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "nothing";
   }
 }
 
@@ -44,7 +48,8 @@ std::string Join(std::string_view prefix, std::string_view name) {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
   });
 }
 
@@ -82,8 +87,7 @@ Status Validate(const std::string& origin, const YAML::Node& node, const std::st
   if (node.IsSequence()) {
     size_t i = 0;
     for (const YAML::Node& item : node) {
-      RETURN_IF_ERROR(
-          Validate(origin, item, fmt::format("{}[{}]", path, i++), depth + 1, budget));
+      RETURN_IF_ERROR(Validate(origin, item, fmt::format("{}[{}]", path, i++), depth + 1, budget));
     }
   } else if (node.IsMap()) {
     std::set<std::string> seen;
@@ -97,8 +101,8 @@ Status Validate(const std::string& origin, const YAML::Node& node, const std::st
       }
       std::string full = Join(path, key.Scalar());
       if (!seen.insert(key.Scalar()).second) {
-        return InvalidArgument(fmt::format("{}: key '{}': appears twice; keep one",
-                                           Where(origin, key.Mark()), full));
+        return InvalidArgument(
+            fmt::format("{}: key '{}': appears twice; keep one", Where(origin, key.Mark()), full));
       }
       RETURN_IF_ERROR(Validate(origin, entry.second, full, depth + 1, budget));
     }
@@ -229,8 +233,7 @@ Result<Config> Config::LoadString(std::string_view yaml, std::string_view origin
     doc.reset(YAML::Load(text));
     second = SecondDocument(text);
   } catch (const YAML::ParserException& e) {
-    return InvalidArgument(
-        fmt::format("{}: invalid YAML: {}", Where(impl->origin, e.mark), e.msg));
+    return InvalidArgument(fmt::format("{}: invalid YAML: {}", Where(impl->origin, e.mark), e.msg));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(fmt::format("{}: invalid YAML: {}", origin, e.what()));
   }
@@ -293,10 +296,9 @@ Result<bool> Config::GetBool(std::string_view key, bool fallback) const {
 }
 
 Result<uint64_t> Config::GetSize(std::string_view key, uint64_t fallback) const {
-  return impl_->Get<uint64_t>(key, fallback, "a size such as 64M or 1048576",
-                              [](const std::string& s) -> Result<uint64_t> {
-                                return ReasonOnly(ParseSize(s), "size", s);
-                              });
+  return impl_->Get<uint64_t>(
+      key, fallback, "a size such as 64M or 1048576",
+      [](const std::string& s) -> Result<uint64_t> { return ReasonOnly(ParseSize(s), "size", s); });
 }
 
 Result<std::chrono::nanoseconds> Config::GetDuration(std::string_view key,

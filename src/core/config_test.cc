@@ -1,7 +1,7 @@
 #include "gantry/core/config.h"
 
-#include <gmock/gmock.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -158,8 +158,8 @@ TEST(ConfigTest, SizesAcceptIntegersAndSuffixedStrings) {
 TEST(ConfigTest, KeysInFileOrder) {
   Config c = Load(kSample);
   EXPECT_THAT(*c.Keys(""), ElementsAre("bench", "doctor", "empty"));
-  EXPECT_THAT(*c.Keys("bench"), ElementsAre("ranks", "max_bytes", "min_bytes", "timeout",
-                                            "check", "ratio", "name", "ops"));
+  EXPECT_THAT(*c.Keys("bench"), ElementsAre("ranks", "max_bytes", "min_bytes", "timeout", "check",
+                                            "ratio", "name", "ops"));
   EXPECT_THAT(*c.Keys("missing"), IsEmpty());
   EXPECT_EQ(ErrorOf(c.Keys("doctor.skip")),
             "gantry.yaml:13:5: key 'doctor.skip': expected a map, got a list");
@@ -169,7 +169,8 @@ TEST(ConfigTest, CheckKnownKeysSuggestsTheClosestName) {
   Config c = Load("bench:\n  rnaks: 4\n  max_bytes: 1M\n");
   Status s = c.CheckKnownKeys("bench", {"ranks", "min_bytes", "max_bytes"});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "gantry.yaml:2:3: unknown key 'bench.rnaks' (did you mean 'bench.ranks'?)");
+  EXPECT_EQ(s.message(),
+            "gantry.yaml:2:3: unknown key 'bench.rnaks' (did you mean 'bench.ranks'?)");
 }
 
 TEST(ConfigTest, CheckKnownKeysListsKnownNamesWhenNothingIsClose) {
@@ -260,7 +261,8 @@ TEST(ConfigTest, AliasesExpandingExponentiallyAreRejected) {
     std::vector<std::string> refs(10, fmt::format("*a{}", i - 1));
     yaml += fmt::format("a{0}: &a{0} [{1}]\n", i, fmt::join(refs, ", "));
   }
-  EXPECT_THAT(ErrorOf(Config::LoadString(yaml, "g.yaml")), HasSubstr("more than 100000 YAML nodes"));
+  EXPECT_THAT(ErrorOf(Config::LoadString(yaml, "g.yaml")),
+              HasSubstr("more than 100000 YAML nodes"));
 }
 
 TEST(ConfigTest, LookupsDoNotModifyTheTree) {

@@ -19,7 +19,7 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr size_t kMaxHeadBytes = size_t{64} << 10;
 constexpr size_t kMaxChunkLineBytes = 1024;
 
 bool IEquals(std::string_view a, std::string_view b) {
@@ -365,7 +365,7 @@ Result<Response> DoGet(const Request& request, const Url& url) {
     }
     RETURN_IF_ERROR(ValidateHeaderPart(name, "name"));
     RETURN_IF_ERROR(ValidateHeaderPart(value, "value"));
-    wire += name + ": " + value + "\r\n";
+    wire.append(name).append(": ").append(value).append("\r\n");
   }
   wire += "\r\n";
 

@@ -17,12 +17,16 @@ namespace {
 Status FileError(const std::string& what, int err) {
   std::string msg = fmt::format("{}: {}", what, std::strerror(err));
   switch (err) {
-    case ENOENT: return NotFound(std::move(msg));
+    case ENOENT:
+      return NotFound(std::move(msg));
     case EACCES:
-    case EPERM: return PermissionDenied(std::move(msg));
+    case EPERM:
+      return PermissionDenied(std::move(msg));
     case ENOSPC:
-    case EDQUOT: return ResourceExhausted(std::move(msg));
-    default: return Status(StatusCode::kIoError, std::move(msg));
+    case EDQUOT:
+      return ResourceExhausted(std::move(msg));
+    default:
+      return Status(StatusCode::kIoError, std::move(msg));
   }
 }
 
@@ -67,8 +71,8 @@ Result<Json> ParseJson(std::string_view text, std::string_view origin) {
       }
     }
     auto [line, column] = LineColumn(text, e.byte);
-    return InvalidArgument(fmt::format("{}:{}:{}: invalid JSON at byte {}: {}", origin, line,
-                                       column, e.byte, what));
+    return InvalidArgument(
+        fmt::format("{}:{}:{}: invalid JSON at byte {}: {}", origin, line, column, e.byte, what));
   } catch (const Json::exception& e) {
     return InvalidArgument(fmt::format("{}: invalid JSON: {}", origin, e.what()));
   }

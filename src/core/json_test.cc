@@ -37,8 +37,8 @@ class JsonFileTest : public ::testing::Test {
 };
 
 TEST(ParseJsonTest, ParsesAndKeepsKeyOrder) {
-  Result<Json> j = ParseJson(R"({"zeta": 1, "alpha": [true, null, 2.5], "mid": {"s": "x"}})",
-                             "inline");
+  Result<Json> j =
+      ParseJson(R"({"zeta": 1, "alpha": [true, null, 2.5], "mid": {"s": "x"}})", "inline");
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ((*j)["zeta"], 1);
   EXPECT_EQ((*j)["alpha"][2], 2.5);

@@ -28,8 +28,8 @@ class ShortLevelFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    static constexpr std::array<std::string_view, 7> kNames = {
-        "trace", "debug", "info", "warn", "error", "critical", "off"};
+    static constexpr std::array<std::string_view, 7> kNames = {"trace", "debug",    "info", "warn",
+                                                               "error", "critical", "off"};
     std::string_view name = kNames[static_cast<size_t>(msg.level) % kNames.size()];
     dest.append(name.data(), name.data() + name.size());
   }

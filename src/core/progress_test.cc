@@ -16,7 +16,10 @@ using ::testing::Not;
 // Captures what a Progress writes, through a real FILE* (not a terminal).
 class ProgressTest : public ::testing::Test {
  protected:
-  void SetUp() override { out_ = std::tmpfile(); ASSERT_NE(out_, nullptr); }
+  void SetUp() override {
+    out_ = std::tmpfile();
+    ASSERT_NE(out_, nullptr);
+  }
   void TearDown() override { std::fclose(out_); }
 
   std::string Output() {

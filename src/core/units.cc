@@ -117,8 +117,8 @@ Result<uint64_t> ParseSize(std::string_view text) {
   if (!d) return fail("expected a number with an optional suffix B, K, M, G, T (e.g. 64M)");
   uint64_t unit = SizeUnit(d->suffix);
   if (unit == 0) {
-    return fail(fmt::format("unknown suffix '{}'; use B, K, M, G or T (KB and KiB also work)",
-                            d->suffix));
+    return fail(
+        fmt::format("unknown suffix '{}'; use B, K, M, G or T (KB and KiB also work)", d->suffix));
   }
   if (unit == 1 && !d->frac.empty()) return fail("a byte count must be a whole number");
   constexpr uint64_t kMax = uint64_t{1} << 63;

@@ -49,8 +49,8 @@ TEST(ParseSizeTest, FractionsWithSuffixRoundToNearestByte) {
   EXPECT_EQ(Size("1.5G"), kGi + kGi / 2);
   EXPECT_EQ(Size("0.5K"), 512u);
   EXPECT_EQ(Size(".25M"), kMi / 4);
-  EXPECT_EQ(Size("1.1K"), 1126u);     // 1126.4
-  EXPECT_EQ(Size("0.0005K"), 1u);     // 0.512 rounds up
+  EXPECT_EQ(Size("1.1K"), 1126u);                        // 1126.4
+  EXPECT_EQ(Size("0.0005K"), 1u);                        // 0.512 rounds up
   EXPECT_EQ(Size("1.0000000000000000000000001K"), kKi);  // digits past 18 are ignored
 }
 
@@ -170,7 +170,7 @@ TEST(FormatDurationTest, LargestSensibleUnit) {
   EXPECT_EQ(FormatDuration(1h + 5s), "1h5s");
   EXPECT_EQ(FormatDuration(76h), "3d4h");
   EXPECT_EQ(FormatDuration(-1500ms), "-1.5 s");
-  EXPECT_EQ(FormatDuration(89999500ms), "1d1h"); // 24:59:59.5 rounds up to 25 h
+  EXPECT_EQ(FormatDuration(89999500ms), "1d1h");  // 24:59:59.5 rounds up to 25 h
   EXPECT_EQ(FormatDuration(nanoseconds::max()), "106751d23h47m17s");  // no overflow
   EXPECT_EQ(FormatDuration(nanoseconds::min()), "-106751d23h47m17s");
 }

@@ -112,6 +112,7 @@ Result<CommandOutput> RunCommand(const std::string& program, const std::vector<s
   std::vector<std::string> argv_storage = {program};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_storage.size() + 1);
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
@@ -141,7 +142,7 @@ Result<CommandOutput> RunCommand(const std::string& program, const std::vector<s
     ssize_t got = ::read(fds[0], buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
-    if (out.output.size() < 64 * 1024) out.output.append(buf, static_cast<size_t>(got));
+    if (out.output.size() < (size_t{64} << 10)) out.output.append(buf, static_cast<size_t>(got));
   }
   ::close(fds[0]);
   if (timed_out) ::kill(pid, SIGKILL);

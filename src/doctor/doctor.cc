@@ -203,6 +203,12 @@ Check CheckGpus(const GpuInfo& gpus, const std::optional<ImdsInfo>& vm) {
   return c;
 }
 
+comm::Backend BenchBackend(comm::Backend requested, const GpuInfo& gpus, bool nccl_compiled) {
+  if (requested == comm::Backend::kAuto && gpus.count > 0 && nccl_compiled)
+    return comm::Backend::kNccl;
+  return requested;
+}
+
 uint64_t ShmBytesNeeded(int ranks, uint64_t max_bytes) {
   // Each rank's send and receive buffers live in /dev/shm (peers map them for
   // single-copy transfers), plus the backend's control segment.
@@ -218,7 +224,7 @@ Check CheckShm(const Result<ShmInfo>& shm, uint64_t needed_bytes) {
   if (shm->free_bytes < needed_bytes) {
     c.verdict = Verdict::kWarn;
     c.detail = fmt::format(
-        "the all_reduce sweep needs about {}, so it was shortened to fit; "
+        "less than the about {} the doctor's all_reduce sweep needs (it is shortened to fit); "
         "shared-memory collectives and data loaders are limited by this size "
         "(in a container, raise --shm-size; Docker's default is 64 MiB)",
         FormatSize(needed_bytes));
@@ -322,11 +328,21 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
   if (memory.ok()) report.memory = *memory;
   if (shm.ok()) report.shm = *shm;
 
-  report.bench_ranks =
-      options.ranks > 0 ? options.ranks : std::clamp(cpu.ok() ? cpu->cores : 2, 2, 8);
-  const uint64_t shm_needed = ShmBytesNeeded(report.bench_ranks, options.bench_max_bytes);
+  report.bench_backend =
+      BenchBackend(options.backend, report.gpus, comm::BackendCompiled(comm::Backend::kNccl));
+  const bool on_gpus = report.bench_backend == comm::Backend::kNccl;
+  if (options.ranks > 0) {
+    report.bench_ranks = options.ranks;
+  } else {
+    // On GPUs the launcher starts one rank per GPU; on the host, one per core.
+    report.bench_ranks = on_gpus ? 0 : std::clamp(cpu.ok() ? cpu->cores : 2, 2, 8);
+  }
+  // NCCL keeps collective buffers in device memory; /dev/shm then only needs
+  // the control segment.
+  const uint64_t shm_needed =
+      ShmBytesNeeded(report.bench_ranks, on_gpus ? 0 : options.bench_max_bytes);
   uint64_t max_bytes = options.bench_max_bytes;
-  if (shm.ok()) {
+  if (shm.ok() && !on_gpus) {
     while (max_bytes / options.bench_step_factor >= options.bench_min_bytes &&
            ShmBytesNeeded(report.bench_ranks, max_bytes) > shm->free_bytes) {
       max_bytes /= options.bench_step_factor;
@@ -348,7 +364,7 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
   Check bench_check{"all_reduce", Verdict::kSkip, "not run", "benchmark skipped (--skip-bench)"};
   if (options.run_bench) {
     comm::LaunchOptions launch;
-    launch.backend = options.backend;
+    launch.backend = report.bench_backend;
     launch.ranks = report.bench_ranks;
     bench::BenchOptions bench_options;
     bench_options.min_bytes = options.bench_min_bytes;
@@ -360,7 +376,7 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     bench_options.program = "gantry doctor";
     log::info("doctor: all_reduce {}..{} x{} on {} ranks ({} backend)",
               FormatSize(options.bench_min_bytes), FormatSize(max_bytes), options.bench_step_factor,
-              report.bench_ranks, comm::BackendName(options.backend));
+              report.bench_ranks, comm::BackendName(report.bench_backend));
     Result<bench::Report> sweep =
         bench::RunBenchmarkLocal(launch, bench::Collective::kAllReduce, bench_options);
     if (sweep.ok()) report.all_reduce = *sweep;

@@ -78,7 +78,7 @@ TEST(VerdictTest, NamesAndOverall) {
   EXPECT_EQ(VerdictName(Verdict::kWarn), "warn");
   EXPECT_EQ(VerdictName(Verdict::kFail), "fail");
   EXPECT_EQ(VerdictName(Verdict::kSkip), "skip");
-  auto with = [](std::vector<Verdict> vs) {
+  auto with = [](const std::vector<Verdict>& vs) {
     std::vector<Check> checks;
     for (Verdict v : vs) checks.push_back({"x", v, "", ""});
     return Overall(checks);
@@ -187,6 +187,15 @@ TEST(CheckAllReduceTest, ComparesLargeSizeBusbwWithMemcpy) {
   bench::Report empty = ShmReport(5.0);
   empty.rows.clear();
   EXPECT_EQ(CheckAllReduce(empty, 10.0).verdict, Verdict::kFail);
+}
+
+TEST(BenchBackendTest, NcclWhenGpusAndCompiled) {
+  GpuInfo gpus{2, {"A", "A"}, "/proc/driver/nvidia/gpus", ""};
+  GpuInfo none{0, {}, "none", ""};
+  EXPECT_EQ(BenchBackend(comm::Backend::kAuto, gpus, true), comm::Backend::kNccl);
+  EXPECT_EQ(BenchBackend(comm::Backend::kAuto, gpus, false), comm::Backend::kAuto);
+  EXPECT_EQ(BenchBackend(comm::Backend::kAuto, none, true), comm::Backend::kAuto);
+  EXPECT_EQ(BenchBackend(comm::Backend::kShm, gpus, true), comm::Backend::kShm);
 }
 
 TEST(CheckCpuTest, ValueOrFail) {

@@ -9,8 +9,9 @@
 namespace gantry::comm {
 
 struct ShmOptions {
-  // Names the group; every rank passes the same one. Segments are
-  // /dev/shm/gantry-<session>-*, removed when the last rank closes.
+  // Names the group; every rank passes the same one, unique to this group
+  // (letters, digits, '-', '_', '.'). Segments are /dev/shm/gantry-<session>-*,
+  // unlinked as soon as every rank has mapped them.
   std::string session;
   int rank = 0;
   int size = 1;
@@ -20,8 +21,11 @@ struct ShmOptions {
   double timeout_s = 300;
 };
 
-// Collective: every rank of the group calls it. Rank 0 creates the segments;
-// the others wait for them (up to timeout_s).
+// Collective: every rank of the group calls it. Rank 0 creates the control
+// segment, every rank its own staging segment; the others wait for them (up to
+// timeout_s). Errors: InvalidArgument for bad options or ranks that disagree on
+// the size, DeadlineExceeded / Unavailable when a rank never comes or dies,
+// ResourceExhausted when /dev/shm is full.
 Result<CommunicatorPtr> CreateShmCommunicator(const ShmOptions& options);
 
 }  // namespace gantry::comm

@@ -49,8 +49,8 @@ struct DoctorOptions {
   std::string root_dir = "/";             // stands for "/" when reading /proc, /sys, /dev/shm
   std::string nvidia_smi = "nvidia-smi";  // fallback GPU lister; "" never runs it
   bool run_bench = true;                  // false: the all_reduce check is "skip"
-  int ranks = 0;                          // 0: min(physical cores, 8), at least 2
-  comm::Backend backend = comm::Backend::kAuto;
+  int ranks = 0;  // 0: one per GPU on nccl, else min(physical cores, 8) but at least 2
+  comm::Backend backend = comm::Backend::kAuto;  // kAuto: see BenchBackend()
   uint64_t bench_min_bytes = 8;
   uint64_t bench_max_bytes = 64ull << 20;  // lowered to what /dev/shm can hold
   uint64_t bench_step_factor = 4;
@@ -72,7 +72,8 @@ struct DoctorReport {
   std::optional<ImdsInfo> vm;  // nullopt off Azure (the "vm" check says why)
   std::optional<bench::MemcpyResult> memcpy;
   std::optional<bench::Report> all_reduce;
-  int bench_ranks = 0;  // ranks the sweep used (or would have used)
+  comm::Backend bench_backend = comm::Backend::kAuto;  // what the sweep was asked to use
+  int bench_ranks = 0;  // ranks the sweep used (or would have used); 0: one per GPU
 
   std::vector<Check> checks;
   Verdict overall = Verdict::kOk;
@@ -108,6 +109,11 @@ Verdict Overall(const std::vector<Check>& checks);
 // GPUs an Azure VM size carries, for NVIDIA sizes Gantry knows (ND/NC H100,
 // H200, A100, T4, GB200); nullopt otherwise. Case-insensitive.
 std::optional<int> ExpectedGpuCount(std::string_view vm_size);
+
+// The backend the sweep runs on: `requested`, except that kAuto becomes kNccl
+// when GPUs are visible and NCCL is compiled in (the best backend on a GPU
+// node); otherwise kAuto (shared memory on one node).
+comm::Backend BenchBackend(comm::Backend requested, const GpuInfo& gpus, bool nccl_compiled);
 
 // /dev/shm bytes an all_reduce of `max_bytes` on `ranks` local ranks needs:
 // an estimate of the shm backend's segments (send and receive staging per rank).

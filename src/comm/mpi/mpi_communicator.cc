@@ -80,17 +80,32 @@ std::string Hostname() {
   return host;
 }
 
-// half and bfloat16 reductions as MPI_User_functions. MPI only applies them to
-// MPI_UINT16_T buffers built by this file. avg reduces as sum.
+// Reductions MPI cannot be trusted with, as MPI_User_functions: half and
+// bfloat16 (MPI has no such types; they travel as MPI_UINT16_T), and 8-bit
+// integers, whose sums Open MPI 4.1's AVX op component saturates instead of
+// wrapping (open-mpi/ompi#8045), so our kernels reduce them. avg reduces as sum.
 template <DataType kType, ReduceOp kOp>
-void Combine16(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+void Combine(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
   Accumulate(inout, in, static_cast<size_t>(*len), kType, kOp);
 }
 
 template <DataType kType>
-constexpr MPI_User_function* kCombine16[] = {
-    &Combine16<kType, ReduceOp::kSum>, &Combine16<kType, ReduceOp::kProd>,
-    &Combine16<kType, ReduceOp::kMax>, &Combine16<kType, ReduceOp::kMin>};
+constexpr MPI_User_function* kCombine[] = {
+    &Combine<kType, ReduceOp::kSum>, &Combine<kType, ReduceOp::kProd>,
+    &Combine<kType, ReduceOp::kMax>, &Combine<kType, ReduceOp::kMin>};
+
+// The types reduced by kCombine, in the order of MpiCommunicator::custom_ops_.
+constexpr DataType kCustomOpTypes[] = {DataType::kHalf, DataType::kBfloat16, DataType::kInt8,
+                                       DataType::kUint8};
+constexpr int kNumCustomOpTypes = 4;
+
+// Index into kCustomOpTypes, or -1 when MPI's builtin ops are used.
+int CustomOpTypeIndex(DataType type) {
+  for (int i = 0; i < kNumCustomOpTypes; ++i) {
+    if (kCustomOpTypes[i] == type) return i;
+  }
+  return -1;
+}
 
 int OpIndex(ReduceOp op) {
   switch (op) {
@@ -182,12 +197,14 @@ Status MakeBlockLayout(MPI_Datatype base, int n, size_t block_elems, size_t stri
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(size_t max_count) : max_count_(max_count) {}
+  explicit MpiCommunicator(size_t max_count) : max_count_(max_count) {
+    for (auto& ops : custom_ops_) std::fill(std::begin(ops), std::end(ops), MPI_OP_NULL);
+  }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;  // the handles died with MPI
-    for (auto& ops : ops16_) {
+    for (auto& ops : custom_ops_) {
       for (MPI_Op& op : ops) {
         if (op != MPI_OP_NULL) MPI_Op_free(&op);
       }
@@ -204,8 +221,10 @@ class MpiCommunicator final : public Communicator {
     GANTRY_MPI(MPI_Comm_rank, comm_, &rank_);
     GANTRY_MPI(MPI_Comm_size, comm_, &size_);
     for (int i = 0; i < 4; ++i) {
-      GANTRY_MPI(MPI_Op_create, kCombine16<DataType::kHalf>[i], 1, &ops16_[0][i]);
-      GANTRY_MPI(MPI_Op_create, kCombine16<DataType::kBfloat16>[i], 1, &ops16_[1][i]);
+      GANTRY_MPI(MPI_Op_create, kCombine<DataType::kHalf>[i], 1, &custom_ops_[0][i]);
+      GANTRY_MPI(MPI_Op_create, kCombine<DataType::kBfloat16>[i], 1, &custom_ops_[1][i]);
+      GANTRY_MPI(MPI_Op_create, kCombine<DataType::kInt8>[i], 1, &custom_ops_[2][i]);
+      GANTRY_MPI(MPI_Op_create, kCombine<DataType::kUint8>[i], 1, &custom_ops_[3][i]);
     }
     description_ = "cpu " + CpuList() + " host " + Hostname();
     return Status::Ok();
@@ -401,9 +420,8 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Op Op(DataType type, ReduceOp op) const {
-    if (type == DataType::kHalf) return ops16_[0][OpIndex(op)];
-    if (type == DataType::kBfloat16) return ops16_[1][OpIndex(op)];
-    return BuiltinOp(op);
+    int t = CustomOpTypeIndex(type);
+    return t < 0 ? BuiltinOp(op) : custom_ops_[t][OpIndex(op)];
   }
 
   // Calls fn(offset, n) for consecutive pieces of at most max_count_ elements.
@@ -424,8 +442,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  MPI_Op ops16_[2][4] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
-                         {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
+  MPI_Op custom_ops_[kNumCustomOpTypes][4];  // MPI_OP_NULL until Init()
   std::vector<char> scratch_;
   std::string description_;
 };
