@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench fuzz format clean
 
 all: build
 
@@ -41,6 +41,15 @@ doctor: deps
 
 bench: build
 	bash bench/collectives.sh
+
+# libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+FUZZERS := fuzz_units fuzz_config
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGANTRY_FUZZ=ON -DGANTRY_WITH_CUDA=OFF
+	cmake --build build/fuzz -j $(JOBS) --target $(FUZZERS)
+	for f in $(FUZZERS); do build/fuzz/bin/$$f -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "affinity.h"
 #include "gantry/comm/shm.h"
 #include "gantry/config.h"
 #include "reduce.h"
@@ -105,46 +106,6 @@ struct AllocReport {
 
 size_t RoundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-std::string FormatCpuList(const cpu_set_t& set) {
-  std::string out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &set)) continue;
-    int end = c;
-    while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, &set)) ++end;
-    if (!out.empty()) out += ',';
-    out += std::to_string(c);
-    if (end > c) out += '-' + std::to_string(end);
-    c = end;
-  }
-  return out;
-}
-
-std::string DescribeCpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "cpu ?";
-  std::string out = "cpu " + FormatCpuList(set);
-#if GANTRY_HAVE_NUMA
-  if (numa_available() >= 0) {
-    std::vector<int> nodes;
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (!CPU_ISSET(c, &set)) continue;
-      const int node = numa_node_of_cpu(c);
-      if (node >= 0 && std::find(nodes.begin(), nodes.end(), node) == nodes.end()) {
-        nodes.push_back(node);
-      }
-    }
-    std::sort(nodes.begin(), nodes.end());
-    std::string list;
-    for (int n : nodes) {
-      if (!list.empty()) list += ',';
-      list += std::to_string(n);
-    }
-    if (!list.empty()) out += " numa " + list;
-  }
-#endif
-  return out;
-}
 
 // A shared mapping; unmapped on destruction.
 class Mapping {
@@ -367,7 +328,7 @@ class ShmCommunicator final : public Communicator {
 // Forming the group.
 
 Status ShmCommunicator::Init() {
-  device_ = DescribeCpu();
+  device_ = internal::DescribeCpu();
   send_.resize(size_);
   recv_.resize(size_);
   in_place_.resize(size_);

@@ -56,12 +56,6 @@ Result<std::string> AgreeOnSessionName(MPI_Comm comm) {
   return std::string(name);
 }
 
-std::string Hostname() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "?";
-  return host;
-}
-
 class HierarchicalCommunicator final : public Communicator {
  public:
   enum class Mode {
@@ -77,7 +71,7 @@ class HierarchicalCommunicator final : public Communicator {
   std::string_view backend() const override { return "auto"; }
   std::string DeviceDescription() const override {
     if (shm_ == nullptr) return world_->DeviceDescription();
-    return shm_->DeviceDescription() + " host " + Hostname();
+    return shm_->DeviceDescription();  // the nccl-tests row already names the host
   }
   // Memory the node's shm communicator can map gets its single-copy paths in
   // the intra-node phases; MPI takes any host memory.

@@ -10,7 +10,6 @@
 // the result.
 #include "mpi_communicator.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../affinity.h"
 #include "../reduce.h"
 
 namespace gantry::comm::internal {
@@ -55,30 +55,6 @@ Result<MPI_Comm> SplitByNode(MPI_Comm world) {
 }
 
 namespace {
-
-// "0-3,8" from this thread's affinity mask.
-std::string CpuList() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
-  std::string out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &set)) continue;
-    int last = c;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-    if (!out.empty()) out += ',';
-    out += std::to_string(c);
-    if (last > c) out += '-' + std::to_string(last);
-    c = last;
-  }
-  return out;
-}
-
-std::string Hostname() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "?";
-  return host;
-}
 
 // Reductions MPI cannot be trusted with, as MPI_User_functions: half and
 // bfloat16 (MPI has no such types; they travel as MPI_UINT16_T), and 8-bit
@@ -226,7 +202,7 @@ class MpiCommunicator final : public Communicator {
       GANTRY_MPI(MPI_Op_create, kCombine<DataType::kInt8>[i], 1, &custom_ops_[2][i]);
       GANTRY_MPI(MPI_Op_create, kCombine<DataType::kUint8>[i], 1, &custom_ops_[3][i]);
     }
-    description_ = "cpu " + CpuList() + " host " + Hostname();
+    description_ = DescribeCpu();  // the nccl-tests row already names the host
     return Status::Ok();
   }
 
