@@ -13,6 +13,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   # optional features and benchmark anchors: MPI (OpenMPI), Gloo, Python bindings
   openmpi-bin libopenmpi-dev libgloo-dev pybind11-dev python3-dev python3-pybind11
+  # checkpoint Python module, its tests, examples/train_resume.py and bench/ckpt.sh
+  python3-torch python3-numpy python3-pytest
+  # checkpoint engine: XXH3 chunk checksums, SHA-256 manifests, fio as the disk limit in bench/ckpt.sh
+  libxxhash-dev libssl-dev fio
   # procps for ps/free in the doctor smoke test, hwloc-nox for lstopo-style facts
   procps
 )

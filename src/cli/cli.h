@@ -36,6 +36,9 @@ using Action = std::function<int()>;
 // doctor_cmd.cc: `gantry doctor`. Sets *action when the subcommand was chosen.
 void RegisterDoctor(CLI::App& app, Action* action);
 
+// ckpt_cmd.cc: `gantry ckpt ls|show|verify|prune|plan|bench|export`.
+void RegisterCkpt(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".

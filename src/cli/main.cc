@@ -64,6 +64,7 @@ int Main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version and the features compiled in");
   Action action;
   RegisterDoctor(app, &action);
+  RegisterCkpt(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

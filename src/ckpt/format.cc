@@ -1,0 +1,294 @@
+#include "format.h"
+
+#include <openssl/sha.h>
+#include <xxhash.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <set>
+
+namespace gantry::ckpt::internal {
+
+std::string StepName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%010" PRId64, step);
+  return buf;
+}
+
+bool ParseStepName(std::string_view name, int64_t* step) {
+  if (!name.starts_with(kStepPrefix) || name.size() != kStepPrefix.size() + 10) return false;
+  int64_t v = 0;
+  for (char c : name.substr(kStepPrefix.size())) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *step = v;
+  return true;
+}
+
+std::string ShardName(int rank, int world_size) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "shard-%05d-of-%05d.safetensors", rank, world_size);
+  return buf;
+}
+
+Status ValidateTensors(std::span<const TensorView> tensors) {
+  std::set<std::string_view> seen;
+  for (const TensorView& t : tensors) {
+    if (t.name.empty())
+      return InvalidArgument("a tensor has an empty name; every tensor needs one");
+    if (t.name == "__metadata__") {
+      return InvalidArgument("tensor name '__metadata__' is reserved by safetensors; rename it");
+    }
+    if (!seen.insert(t.name).second) {
+      return InvalidArgument("tensor name '" + t.name + "' appears twice; names must be unique");
+    }
+    uint64_t elems = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) return InvalidArgument("tensor '" + t.name + "' has a negative dimension");
+      elems *= static_cast<uint64_t>(d);
+    }
+    uint64_t want = elems * DTypeSize(t.dtype);
+    if (want != t.bytes) {
+      return InvalidArgument("tensor '" + t.name + "': shape and dtype " +
+                             std::string(DTypeName(t.dtype)) + " need " + std::to_string(want) +
+                             " bytes but " + std::to_string(t.bytes) + " were given");
+    }
+    if (t.bytes > 0 && t.data == nullptr) {
+      return InvalidArgument("tensor '" + t.name + "' has no data pointer");
+    }
+  }
+  return Status::Ok();
+}
+
+Json ManifestToJson(const Manifest& m) {
+  Json j;
+  j["format"] = "gantry-ckpt";
+  j["format_version"] = m.format_version;
+  j["step"] = m.step;
+  j["created"] = m.created;
+  j["created_unix_s"] = m.created_unix_s;
+  j["creator"] = m.creator;
+  j["world_size"] = m.world_size;
+  j["checksum"] = "xxh3-64";
+  j["chunk_bytes"] = m.chunk_bytes;
+  j["metadata"] = m.metadata;
+  Json shards = Json::array();
+  for (const ShardEntry& s : m.shards) {
+    shards.push_back({{"file", s.file}, {"rank", s.rank}, {"bytes", s.bytes}});
+  }
+  j["shards"] = std::move(shards);
+  Json tensors = Json::array();
+  for (const TensorEntry& t : m.tensors) {
+    Json chunks = Json::array();
+    for (uint64_t c : t.chunks) chunks.push_back(HexU64(c));
+    tensors.push_back({{"name", t.name},
+                       {"dtype", DTypeName(t.dtype)},
+                       {"shape", t.shape},
+                       {"shard", t.shard},
+                       {"offset", t.offset},
+                       {"length", t.length},
+                       {"chunks", std::move(chunks)}});
+  }
+  j["tensors"] = std::move(tensors);
+  return j;
+}
+
+namespace {
+
+Status ParseTensors(const Json& arr, const std::string& origin, std::vector<TensorEntry>* out) {
+  if (!arr.is_array()) return DataLoss(origin + ": 'tensors' is not an array");
+  for (const Json& t : arr) {
+    TensorEntry e;
+    e.name = t.at("name").get<std::string>();
+    ASSIGN_OR_RETURN(e.dtype, ParseDType(t.at("dtype").get<std::string>()));
+    e.shape = t.at("shape").get<std::vector<int64_t>>();
+    e.shard = t.at("shard").get<int>();
+    e.offset = t.at("offset").get<uint64_t>();
+    e.length = t.at("length").get<uint64_t>();
+    for (const Json& c : t.at("chunks")) {
+      e.chunks.push_back(std::stoull(c.get<std::string>(), nullptr, 16));
+    }
+    out->push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Manifest> ManifestFromJson(const Json& j, const std::string& origin) {
+  Manifest m;
+  try {
+    if (j.value("format", "") != "gantry-ckpt") {
+      return DataLoss(origin +
+                      " is not a gantry checkpoint manifest (no \"format\": \"gantry-ckpt\")");
+    }
+    m.format_version = j.at("format_version").get<int>();
+    if (m.format_version > kFormatVersion) {
+      return FailedPrecondition(origin + " has format version " + std::to_string(m.format_version) +
+                                " but this gantry reads up to " + std::to_string(kFormatVersion) +
+                                "; upgrade gantry");
+    }
+    m.step = j.at("step").get<int64_t>();
+    m.created = j.at("created").get<std::string>();
+    m.created_unix_s = j.at("created_unix_s").get<int64_t>();
+    m.creator = j.at("creator").get<std::string>();
+    m.world_size = j.at("world_size").get<int>();
+    m.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
+    if (m.chunk_bytes == 0) return DataLoss(origin + ": chunk_bytes is 0");
+    m.metadata = j.at("metadata");
+    for (const Json& s : j.at("shards")) {
+      m.shards.push_back({s.at("file").get<std::string>(), s.at("rank").get<int>(),
+                          s.at("bytes").get<uint64_t>()});
+    }
+    Status st = ParseTensors(j.at("tensors"), origin, &m.tensors);
+    if (!st.ok()) return DataLoss(origin + ": " + st.message());
+  } catch (const std::exception& e) {
+    return DataLoss(origin + ": malformed manifest: " + e.what());
+  }
+  for (const TensorEntry& t : m.tensors) {
+    if (t.shard < 0 || t.shard >= static_cast<int>(m.shards.size())) {
+      return DataLoss(origin + ": tensor '" + t.name + "' names shard " + std::to_string(t.shard) +
+                      " which is not listed");
+    }
+    uint64_t want_chunks = (t.length + m.chunk_bytes - 1) / m.chunk_bytes;
+    if (t.chunks.size() != want_chunks) {
+      return DataLoss(origin + ": tensor '" + t.name + "' has " + std::to_string(t.chunks.size()) +
+                      " chunk checksums, expected " + std::to_string(want_chunks));
+    }
+  }
+  return m;
+}
+
+Json RankPartToJson(const ShardEntry& shard, const std::vector<TensorEntry>& tensors) {
+  Manifest m;
+  m.shards.push_back(shard);
+  m.tensors = tensors;
+  Json full = ManifestToJson(m);
+  return Json{{"shard", full["shards"][0]}, {"tensors", full["tensors"]}};
+}
+
+Status RankPartFromJson(const Json& j, const std::string& origin, ShardEntry* shard,
+                        std::vector<TensorEntry>* tensors) {
+  try {
+    const Json& s = j.at("shard");
+    *shard = {s.at("file").get<std::string>(), s.at("rank").get<int>(),
+              s.at("bytes").get<uint64_t>()};
+    Status st = ParseTensors(j.at("tensors"), origin, tensors);
+    if (!st.ok()) return DataLoss(origin + ": " + st.message());
+  } catch (const std::exception& e) {
+    return DataLoss(origin + ": malformed rank record: " + e.what());
+  }
+  return Status::Ok();
+}
+
+std::string SafetensorsPrefix(std::span<const TensorView> tensors, size_t align,
+                              const Json& metadata) {
+  // Plain (not ordered) JSON would sort keys; order does not matter to
+  // readers, but keeping the save order makes the file easy to inspect.
+  Json h = Json::object();
+  if (metadata.is_object() && !metadata.empty()) {
+    Json meta = Json::object();
+    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+      meta[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+    }
+    h["__metadata__"] = std::move(meta);
+  }
+  uint64_t off = 0;
+  for (const TensorView& t : tensors) {
+    h[t.name] = {
+        {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes}}};
+    off += t.bytes;
+  }
+  std::string json = h.dump();
+  size_t total = 8 + json.size();
+  size_t padded = (total + align - 1) / align * align;
+  json.append(padded - total, ' ');
+  uint64_t n = json.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += json;
+  return out;
+}
+
+Result<std::vector<SafetensorsEntry>> ReadSafetensorsHeader(storage::ReadableFile& f,
+                                                            const std::string& path,
+                                                            uint64_t* data_start) {
+  unsigned char len_bytes[8];
+  RETURN_IF_ERROR(storage::ReadExact(f, 0, len_bytes, 8, path));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  if (n > kMaxHeaderBytes) {
+    return DataLoss(path + ": safetensors header claims " + std::to_string(n) +
+                    " bytes (limit 100 MB); the file is corrupt or not safetensors");
+  }
+  std::string header(n, '\0');
+  RETURN_IF_ERROR(storage::ReadExact(f, 8, header.data(), n, path));
+  auto parsed = ParseJson(header, path);
+  if (!parsed.ok() || !parsed->is_object()) {
+    return DataLoss(path + ": safetensors header is not a JSON object");
+  }
+  ASSIGN_OR_RETURN(uint64_t size, f.Size());
+  *data_start = 8 + n;
+  std::vector<SafetensorsEntry> out;
+  try {
+    for (auto it = parsed->begin(); it != parsed->end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      SafetensorsEntry e;
+      e.name = it.key();
+      ASSIGN_OR_RETURN(e.dtype, ParseDType(it->at("dtype").get<std::string>()));
+      e.shape = it->at("shape").get<std::vector<int64_t>>();
+      auto offs = it->at("data_offsets").get<std::vector<uint64_t>>();
+      if (offs.size() != 2 || offs[0] > offs[1] || *data_start + offs[1] > size) {
+        return DataLoss(path + ": tensor '" + e.name + "' has data_offsets outside the file");
+      }
+      e.begin = offs[0];
+      e.end = offs[1];
+      out.push_back(std::move(e));
+    }
+  } catch (const std::exception& e) {
+    return DataLoss(path + ": malformed safetensors header: " + e.what());
+  }
+  return out;
+}
+
+uint64_t Xxh3(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
+
+std::vector<uint64_t> ChunkChecksums(const void* data, size_t bytes, size_t chunk_bytes) {
+  std::vector<uint64_t> out;
+  const char* p = static_cast<const char*>(data);
+  for (size_t off = 0; off < bytes; off += chunk_bytes) {
+    out.push_back(Xxh3(p + off, std::min(chunk_bytes, bytes - off)));
+  }
+  return out;
+}
+
+std::string HexU64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  std::string out;
+  char buf[3];
+  for (unsigned char c : digest) {
+    std::snprintf(buf, sizeof(buf), "%02x", c);
+    out += buf;
+  }
+  return out;
+}
+
+std::string IsoTime(int64_t unix_s) {
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace gantry::ckpt::internal

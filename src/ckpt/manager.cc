@@ -1,0 +1,874 @@
+// CheckpointManager: staging, the commit protocol, verification, loading and
+// retention. See gantry/ckpt/manager.h for the layout and the protocol.
+#include "gantry/ckpt/manager.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "format.h"
+#include "gantry/comm/communicator.h"
+#include "gantry/config.h"
+#include "gantry/core/log.h"
+#include "gantry/storage/filesystem.h"
+
+namespace gantry::ckpt {
+
+using internal::ManifestFromJson;
+using internal::ManifestToJson;
+using internal::ShardEntry;
+using internal::TensorEntry;
+
+// ---------------------------------------------------------------- buffers
+
+Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
+  // Large buffers are aligned to 2 MiB and asked to use transparent huge
+  // pages: faulting in a multi-GiB pool 4 KiB at a time costs more than
+  // writing it (THP is often in "madvise" mode, so the hint matters).
+  constexpr size_t kHuge = 2u << 20;
+  const size_t align = bytes >= 2 * kHuge ? kHuge : storage::kDirectIoAlignment;
+  void* p = nullptr;
+  if (::posix_memalign(&p, align, std::max<size_t>(bytes, 1)) != 0) {
+    return ResourceExhausted("cannot allocate " + std::to_string(bytes) +
+                             " bytes of aligned memory; reduce the state size or free memory");
+  }
+  if (align == kHuge) (void)::madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);
+  AlignedBuffer b;
+  b.data_ = p;
+  b.size_ = bytes;
+  return b;
+}
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+
+void* AlignedBuffer::Release() {
+  size_ = 0;
+  return std::exchange(data_, nullptr);
+}
+
+void AlignedFree(void* p) { std::free(p); }
+
+std::string_view VerifyModeName(VerifyMode mode) {
+  switch (mode) {
+    case VerifyMode::kFull:
+      return "full";
+    case VerifyMode::kSample:
+      return "sample";
+    case VerifyMode::kNone:
+      return "none";
+  }
+  return "full";
+}
+
+Result<VerifyMode> ParseVerifyMode(std::string_view text) {
+  if (text == "full") return VerifyMode::kFull;
+  if (text == "sample") return VerifyMode::kSample;
+  if (text == "none") return VerifyMode::kNone;
+  return InvalidArgument("verify mode '" + std::string(text) +
+                         "' is unknown; use full, sample or none");
+}
+
+// ---------------------------------------------------------------- impl
+
+namespace {
+
+constexpr size_t kWriteBlock = 16u << 20;  // large aligned writes keep the device busy
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+// Loads read pieces of this size on up to kLoadThreads threads, more than
+// there are cores: an uncached read waits on the device, and several
+// outstanding reads keep it busy where one (with the kernel's small
+// readahead) would not.
+constexpr size_t kLoadPiece = 32u << 20;
+constexpr size_t kLoadThreads = 8;
+
+size_t RoundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// A step selected by the sample verify mode: first and last chunk of every
+// tensor plus every 16th chunk overall.
+bool SampleChunk(size_t index, size_t count, size_t global) {
+  return index == 0 || index + 1 == count || global % 16 == 0;
+}
+
+}  // namespace
+
+class CheckpointManager::Impl {
+ public:
+  Impl(Options options)
+      : opt_(std::move(options)),
+        fs_(opt_.fs ? *opt_.fs : storage::LocalFileSystem()),
+        clock_(opt_.clock ? *opt_.clock : SystemClock()),
+        run_dir_(opt_.root + "/" + opt_.run) {}
+
+  ~Impl() {
+    Status s = Wait();
+    if (!s.ok()) log::error("checkpoint save failed: {}", s.message());
+  }
+
+  Status Init() {
+    if (opt_.root.empty()) return InvalidArgument("checkpoint root is empty; pass a directory");
+    if (opt_.run.empty() || opt_.run.find('/') != std::string::npos || opt_.run[0] == '.') {
+      return InvalidArgument("run name '" + opt_.run +
+                             "' must be non-empty, without '/', and not start with '.'");
+    }
+    if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size) {
+      return InvalidArgument("rank " + std::to_string(opt_.rank) + " is outside world size " +
+                             std::to_string(opt_.world_size));
+    }
+    if (opt_.chunk_bytes == 0) return InvalidArgument("chunk_bytes must be positive");
+    if (opt_.read_only) {
+      auto info = fs_.Stat(run_dir_);
+      if (!info.ok() || !info->is_dir) {
+        return NotFound("no checkpoint run directory " + run_dir_ +
+                        "; pass <root>/<run> of an existing run");
+      }
+      return Status::Ok();
+    }
+    RETURN_IF_ERROR(fs_.CreateDirs(run_dir_).WithContext("checkpoint run directory"));
+    if (opt_.staging_bytes > 0) {
+      ASSIGN_OR_RETURN(staging_, AlignedBuffer::Allocate(
+                                     RoundUp(opt_.staging_bytes, storage::kDirectIoAlignment)));
+    }
+    if (opt_.rank == 0) {
+      auto lock = fs_.TryLock(LockPath());
+      if (lock.ok()) RETURN_IF_ERROR(CleanStale());
+    }
+    return Status::Ok();
+  }
+
+  std::string StepDir(int64_t step) const { return run_dir_ + "/" + internal::StepName(step); }
+  std::string TmpDir(int64_t step) const {
+    return run_dir_ + "/" + std::string(internal::kTmpPrefix) + internal::StepName(step);
+  }
+  std::string LockPath() const { return run_dir_ + "/" + std::string(internal::kLockName); }
+  const Options& options() const { return opt_; }
+
+  // Copying into the pool and writing the file overlap: a helper thread
+  // copies (and checksums) the tensors piece by piece while this thread
+  // writes what is already staged, so a save takes about as long as the
+  // write alone. The protocol (and any Communicator call) stays on the
+  // caller's thread.
+  Status Save(int64_t step, std::span<const TensorView> tensors, const Json& metadata) {
+    RETURN_IF_ERROR(Wait());
+    RETURN_IF_ERROR(Writable("saving"));
+    RETURN_IF_ERROR(Layout(step, tensors, metadata));
+    std::thread copier([this, tensors] { CopyAndHash(tensors); });
+    Status st = WriteAndCommit();
+    copier.join();
+    return st;
+  }
+
+  // Returns once the tensors are in the pool; checksums, writes and the
+  // commit run on the background thread.
+  Status SaveAsync(int64_t step, std::span<const TensorView> tensors, const Json& metadata) {
+    RETURN_IF_ERROR(Wait());
+    RETURN_IF_ERROR(Writable("saving"));
+    RETURN_IF_ERROR(Layout(step, tensors, metadata));
+    ParallelCopy(tensors);
+    worker_ = std::thread([this] {
+      HashStaged();
+      Status s = WriteAndCommit();
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = std::move(s);
+    });
+    return Status::Ok();
+  }
+
+  Status Wait() {
+    if (worker_.joinable()) worker_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(pending_, Status::Ok());
+  }
+
+  Result<std::vector<int64_t>> CommittedSteps() {
+    ASSIGN_OR_RETURN(std::vector<storage::DirEntry> entries, fs_.ListDir(run_dir_));
+    std::vector<int64_t> steps;
+    for (const storage::DirEntry& e : entries) {
+      int64_t step;
+      if (!e.is_dir || !internal::ParseStepName(e.name, &step)) continue;
+      if (fs_.Stat(run_dir_ + "/" + e.name + "/" + std::string(internal::kCommitName)).ok()) {
+        steps.push_back(step);
+      }
+    }
+    std::sort(steps.begin(), steps.end());
+    return steps;
+  }
+
+  Result<std::vector<CheckpointInfo>> List() {
+    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
+    std::vector<CheckpointInfo> out;
+    for (int64_t step : steps) {
+      CheckpointInfo info;
+      info.step = step;
+      info.path = StepDir(step);
+      auto m = ReadManifest(step);
+      if (m.ok()) {
+        for (const TensorEntry& t : m->tensors) info.bytes += t.length;
+        info.tensors = m->tensors.size();
+        info.world_size = m->world_size;
+        info.created = m->created;
+        info.created_unix_s = m->created_unix_s;
+        info.metadata = m->metadata;
+      }
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
+
+  Result<LatestResult> Latest() {
+    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
+    LatestResult r;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      auto v = Verify(*it, opt_.verify, {});
+      if (v.ok()) {
+        r.step = *it;
+        return r;
+      }
+      if (!opt_.fallback) return v.status();
+      std::string why = "step " + std::to_string(*it) + ": " + v.status().message();
+      log::warn("skipping checkpoint {}; falling back to an older one", why);
+      r.skipped.push_back(std::move(why));
+    }
+    std::string msg = "no committed checkpoint in " + run_dir_;
+    if (!r.skipped.empty()) msg += " verifies (" + std::to_string(r.skipped.size()) + " failed)";
+    return NotFound(msg);
+  }
+
+  Result<LoadedCheckpoint> Load(std::optional<int64_t> step, std::span<const std::string> names) {
+    if (step) return LoadStep(*step, names);
+    // Reading and verifying happen in one pass, so the newest step is not
+    // read twice; a corrupt step falls back to the previous one.
+    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
+    std::vector<std::string> skipped;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      auto loaded = LoadStep(*it, names);
+      if (loaded.ok() || !opt_.fallback || loaded.status().code() != StatusCode::kDataLoss) {
+        return loaded;
+      }
+      log::warn("checkpoint step {} fails verification ({}), falling back to an older one", *it,
+                loaded.status().message());
+      skipped.push_back(loaded.status().message());
+    }
+    return NotFound("no committed checkpoint in " + run_dir_ +
+                    (skipped.empty() ? std::string() : " loads without errors"));
+  }
+
+  Result<VerifyReport> Verify(int64_t step, VerifyMode mode, std::span<const std::string> names) {
+    ASSIGN_OR_RETURN(internal::Manifest m, ReadManifest(step));
+    VerifyReport report;
+    report.step = step;
+    RETURN_IF_ERROR(CheckShardSizes(step, m));
+    if (mode == VerifyMode::kNone) return report;
+    std::vector<char> buf(m.chunk_bytes);
+    size_t global = 0;
+    std::map<int, std::unique_ptr<storage::ReadableFile>> files;
+    for (const TensorEntry& t : m.tensors) {
+      if (!names.empty() && std::find(names.begin(), names.end(), t.name) == names.end()) continue;
+      const std::string path = StepDir(step) + "/" + m.shards[t.shard].file;
+      if (!files.count(t.shard)) {
+        ASSIGN_OR_RETURN(files[t.shard], fs_.Open(path));
+      }
+      for (size_t i = 0; i < t.chunks.size(); ++i, ++global) {
+        if (mode == VerifyMode::kSample && !SampleChunk(i, t.chunks.size(), global)) continue;
+        uint64_t off = i * m.chunk_bytes;
+        size_t len = std::min<uint64_t>(m.chunk_bytes, t.length - off);
+        RETURN_IF_ERROR(storage::ReadExact(*files[t.shard], t.offset + off, buf.data(), len, path));
+        RETURN_IF_ERROR(CheckChunk(step, m, t, i, buf.data(), len));
+        report.bytes_checked += len;
+        ++report.chunks_checked;
+      }
+    }
+    return report;
+  }
+
+  Result<std::vector<int64_t>> Prune() {
+    RETURN_IF_ERROR(Writable("pruning"));
+    ASSIGN_OR_RETURN(std::unique_ptr<storage::Lock> lock, LockRun("pruning"));
+    return PruneLocked();
+  }
+
+ private:
+  struct Staged {
+    int64_t step = 0;
+    Json metadata;
+    size_t file_bytes = 0;  // exact shard size (no padding)
+    std::vector<TensorEntry> entries;
+  };
+
+  Status Writable(std::string_view what) const {
+    if (!opt_.read_only) return Status::Ok();
+    return FailedPrecondition(std::string(what) + " " + run_dir_ +
+                              " refused: the manager was opened read-only");
+  }
+
+  Result<std::unique_ptr<storage::Lock>> LockRun(std::string_view what) {
+    auto lock = fs_.TryLock(LockPath());
+    if (!lock.ok() && lock.status().code() == StatusCode::kFailedPrecondition) {
+      return AlreadyExists(std::string(what) + " refused: " + lock.status().message());
+    }
+    return lock;
+  }
+
+  // Validates the request and lays the shard out in the staging pool exactly
+  // as the file (safetensors prefix, then the tensors back to back), so the
+  // writer issues large aligned writes straight from the pool. Copies only
+  // the prefix; the tensors follow with CopyAndHash or ParallelCopy.
+  Status Layout(int64_t step, std::span<const TensorView> tensors, const Json& metadata) {
+    if (step < 0 || step > 9'999'999'999) {
+      return InvalidArgument("step " + std::to_string(step) + " is outside [0, 9999999999]");
+    }
+    if (!metadata.is_null() && !metadata.is_object()) {
+      return InvalidArgument("checkpoint metadata must be a JSON object, got " + metadata.dump());
+    }
+    RETURN_IF_ERROR(internal::ValidateTensors(tensors));
+    std::string prefix = internal::SafetensorsPrefix(tensors, storage::kDirectIoAlignment, Json());
+    size_t total = prefix.size();
+    for (const TensorView& t : tensors) total += t.bytes;
+    size_t padded = RoundUp(total, storage::kDirectIoAlignment);
+    if (staging_.size() < padded) {
+      staging_ = AlignedBuffer();  // free first: the peak stays one pool
+      ASSIGN_OR_RETURN(staging_, AlignedBuffer::Allocate(padded));
+    }
+    char* base = static_cast<char*>(staging_.data());
+    std::memcpy(base, prefix.data(), prefix.size());
+    // Zero the padding so that no stale pool bytes reach the disk.
+    std::memset(base + total, 0, padded - total);
+    staged_ = Staged();
+    staged_.step = step;
+    staged_.metadata = metadata.is_null() ? Json::object() : metadata;
+    staged_.file_bytes = total;
+    uint64_t off = prefix.size();
+    for (const TensorView& t : tensors) {
+      TensorEntry e;
+      e.name = t.name;
+      e.dtype = t.dtype;
+      e.shape = t.shape;
+      e.shard = opt_.rank;
+      e.offset = off;
+      e.length = t.bytes;
+      staged_.entries.push_back(std::move(e));
+      off += t.bytes;
+    }
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    ready_ = prefix.size();
+    return Status::Ok();
+  }
+
+  void MarkReady(size_t end) {
+    {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      ready_ = end;
+    }
+    progress_cv_.notify_one();
+  }
+
+  // Blocks until the pool holds the file's bytes [0, end).
+  void WaitReady(size_t end) {
+    std::unique_lock<std::mutex> lock(progress_mu_);
+    progress_cv_.wait(lock, [&] { return ready_ >= end; });
+  }
+
+  // Copies tensor by tensor, one checksum chunk at a time, hashing each
+  // chunk while it is still in cache and publishing progress to the writer.
+  void CopyAndHash(std::span<const TensorView> tensors) {
+    char* base = static_cast<char*>(staging_.data());
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const TensorView& t = tensors[k];
+      TensorEntry& e = staged_.entries[k];
+      const char* src = static_cast<const char*>(t.data);
+      for (size_t off = 0; off < t.bytes; off += opt_.chunk_bytes) {
+        size_t len = std::min(opt_.chunk_bytes, t.bytes - off);
+        std::memcpy(base + e.offset + off, src + off, len);
+        e.chunks.push_back(internal::Xxh3(base + e.offset + off, len));
+        MarkReady(e.offset + off + len);
+      }
+    }
+    MarkReady(staged_.file_bytes);
+  }
+
+  // Copies every tensor into the pool with several threads (the time
+  // SaveAsync blocks the caller is this copy).
+  void ParallelCopy(std::span<const TensorView> tensors) {
+    struct Piece {
+      char* dst;
+      const char* src;
+      size_t len;
+    };
+    std::vector<Piece> pieces;
+    char* base = static_cast<char*>(staging_.data());
+    size_t bytes = 0;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      if (tensors[k].bytes == 0) continue;
+      pieces.push_back({base + staged_.entries[k].offset, static_cast<const char*>(tensors[k].data),
+                        tensors[k].bytes});
+      bytes += tensors[k].bytes;
+    }
+    constexpr size_t kPerThread = 64u << 20;
+    size_t threads = std::clamp<size_t>(bytes / kPerThread, 1,
+                                        std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::min<size_t>(threads, 8);
+    size_t share = (bytes + threads - 1) / threads;
+    // Thread i copies the byte range [i * share, (i + 1) * share) of the
+    // concatenated tensors.
+    auto copy_range = [&](size_t begin, size_t end) {
+      size_t pos = 0;
+      for (const Piece& p : pieces) {
+        size_t lo = std::max(begin, pos), hi = std::min(end, pos + p.len);
+        if (lo < hi) std::memcpy(p.dst + (lo - pos), p.src + (lo - pos), hi - lo);
+        pos += p.len;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) {
+      pool.emplace_back(copy_range, i * share, std::min(bytes, (i + 1) * share));
+    }
+    copy_range(0, std::min(bytes, share));
+    for (std::thread& t : pool) t.join();
+    MarkReady(staged_.file_bytes);
+  }
+
+  void HashStaged() {
+    const char* base = static_cast<const char*>(staging_.data());
+    for (TensorEntry& e : staged_.entries) {
+      e.chunks = internal::ChunkChecksums(base + e.offset, e.length, opt_.chunk_bytes);
+    }
+  }
+
+  // Writes the staged shard and runs the commit protocol. On failure the
+  // temporary directory is removed (rank 0) and committed steps are untouched.
+  Status WriteAndCommit() {
+    Staged& s = staged_;
+    const std::string tmp = TmpDir(s.step);
+    const std::string ctx = "saving step " + std::to_string(s.step) + " to " + run_dir_;
+    std::unique_ptr<storage::Lock> lock;
+    if (opt_.rank == 0) {
+      ASSIGN_OR_RETURN(lock, LockRun(ctx));
+      if (fs_.Stat(StepDir(s.step)).ok()) {
+        return AlreadyExists(ctx + ": " + StepDir(s.step) +
+                             " is already committed; checkpoints are immutable, use a new step");
+      }
+      RETURN_IF_ERROR(CleanStale().WithContext(ctx));
+      RETURN_IF_ERROR(fs_.CreateDir(tmp).WithContext(ctx));
+    }
+    Status st = WriteRankPart(tmp);
+    if (opt_.rank == 0) {
+      // Once the shard barriers are passed, the final barrier is reached
+      // even when the commit fails, so the other ranks learn the outcome
+      // instead of waiting in it.
+      const bool in_final_barrier = st.ok() && opt_.comm != nullptr;
+      if (st.ok()) st = Commit(tmp);
+      if (!st.ok()) {
+        Status cleanup = fs_.RemoveAll(tmp);
+        if (!cleanup.ok()) log::warn("removing {} after a failed save: {}", tmp, cleanup.message());
+      } else {
+        auto pruned = PruneLocked();
+        if (!pruned.ok())
+          log::warn("retention after step {}: {}", s.step, pruned.status().message());
+      }
+      if (in_final_barrier) {
+        Status barrier = opt_.comm->Barrier();
+        if (st.ok()) st = barrier;
+      }
+      return st.WithContext(ctx);
+    }
+    if (!st.ok()) return st.WithContext(ctx);
+    // Other ranks return once rank 0 has committed. The temporary directory
+    // vanishes either by the commit rename or by rank 0 giving up, so its
+    // absence without a committed step means the save failed on rank 0.
+    if (opt_.comm) RETURN_IF_ERROR(opt_.comm->Barrier());
+    const std::string marker = StepDir(s.step) + "/" + std::string(internal::kCommitName);
+    bool abandoned = false;
+    RETURN_IF_ERROR(WaitFor(
+        [&] {
+          if (fs_.Stat(marker).ok()) return true;
+          abandoned = !fs_.Stat(tmp).ok() && !fs_.Stat(marker).ok();
+          return abandoned;
+        },
+        ctx + ": rank 0 did not commit"));
+    if (abandoned) {
+      return FailedPrecondition(
+          ctx + ": rank 0 abandoned the step (see its error); nothing was committed");
+    }
+    return Status::Ok();
+  }
+
+  Status WaitFor(const std::function<bool()>& done, const std::string& what) {
+    auto deadline = clock_.Now() + opt_.barrier_timeout;
+    while (!done()) {
+      if (clock_.Now() >= deadline) {
+        return DeadlineExceeded(what + " within " + std::to_string(opt_.barrier_timeout.count()) +
+                                " s (barrier_timeout); check that every rank is saving this step");
+      }
+      clock_.SleepFor(kPollInterval);
+    }
+    return Status::Ok();
+  }
+
+  Status WriteRankPart(const std::string& tmp) {
+    Staged& s = staged_;
+    if (opt_.comm) {
+      RETURN_IF_ERROR(opt_.comm->Barrier());  // rank 0 has created tmp
+    } else if (opt_.rank != 0) {
+      RETURN_IF_ERROR(WaitFor([&] { return fs_.Stat(tmp).ok(); },
+                              "rank 0 did not start step " + std::to_string(s.step)));
+    }
+    const std::string file = internal::ShardName(opt_.rank, opt_.world_size);
+    const std::string path = tmp + "/" + file;
+    const char* base = static_cast<const char*>(staging_.data());
+    {
+      ASSIGN_OR_RETURN(std::unique_ptr<storage::WritableFile> f, fs_.Create(path, opt_.direct_io));
+      const size_t total = s.file_bytes;
+      const size_t aligned = total / storage::kDirectIoAlignment * storage::kDirectIoAlignment;
+      size_t written = 0;
+      while (written < total) {
+        // Whole aligned blocks while the copy is in progress; the unaligned
+        // tail (written buffered) last.
+        size_t end = written < aligned ? std::min(written + kWriteBlock, aligned) : total;
+        WaitReady(end);
+        RETURN_IF_ERROR(storage::WriteAll(*f, base + written, end - written, path));
+        written = end;
+      }
+      RETURN_IF_ERROR(f->Sync());
+      RETURN_IF_ERROR(f->Close());
+    }
+    // Rank 0 keeps its own record in memory; the others publish theirs next
+    // to their shard, after the shard is durable.
+    // The record appears under its final name only complete (rename), since
+    // rank 0 reads it as soon as the name exists.
+    if (opt_.rank != 0) {
+      ShardEntry shard{file, opt_.rank, s.file_bytes};
+      const std::string part = RankPartPath(tmp, opt_.rank);
+      RETURN_IF_ERROR(storage::WriteSmallFile(fs_, part + ".partial",
+                                              internal::RankPartToJson(shard, s.entries).dump()));
+      RETURN_IF_ERROR(fs_.Rename(part + ".partial", part));
+    }
+    if (opt_.comm) RETURN_IF_ERROR(opt_.comm->Barrier());  // every shard is durable
+    return Status::Ok();
+  }
+
+  static std::string RankPartPath(const std::string& tmp, int rank) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "/rank-%05d.json", rank);
+    return tmp + buf;
+  }
+
+  Status Commit(const std::string& tmp) {
+    Staged& s = staged_;
+    internal::Manifest m;
+    m.step = s.step;
+    auto wall =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch());
+    m.created_unix_s = wall.count();
+    m.created = internal::IsoTime(m.created_unix_s);
+    m.creator = std::string("gantry ") + GANTRY_VERSION + " on " + HostName() + " pid " +
+                std::to_string(::getpid());
+    m.world_size = opt_.world_size;
+    m.chunk_bytes = opt_.chunk_bytes;
+    m.metadata = s.metadata;
+    // The storage barrier: every rank's record appears only after its shard
+    // was fsynced.
+    RETURN_IF_ERROR(WaitFor(
+        [&] {
+          for (int r = 1; r < opt_.world_size; ++r) {
+            if (!fs_.Stat(RankPartPath(tmp, r)).ok()) return false;
+          }
+          return true;
+        },
+        "not every rank wrote its shard of step " + std::to_string(s.step)));
+    std::set<std::string> names;
+    for (int r = 0; r < opt_.world_size; ++r) {
+      const std::string part_path = RankPartPath(tmp, r);
+      ShardEntry shard{internal::ShardName(0, opt_.world_size), 0, s.file_bytes};
+      std::vector<TensorEntry> tensors = s.entries;
+      if (r != 0) {
+        tensors.clear();
+        ASSIGN_OR_RETURN(std::string text, storage::ReadSmallFile(fs_, part_path));
+        ASSIGN_OR_RETURN(Json j, ParseJson(text, part_path));
+        RETURN_IF_ERROR(internal::RankPartFromJson(j, part_path, &shard, &tensors));
+        RETURN_IF_ERROR(fs_.RemoveFile(part_path));
+      }
+      ASSIGN_OR_RETURN(storage::FileInfo fi, fs_.Stat(tmp + "/" + shard.file));
+      if (fi.size != shard.bytes) {
+        return DataLoss(tmp + "/" + shard.file + " has " + std::to_string(fi.size) +
+                        " bytes but rank " + std::to_string(r) + " wrote " +
+                        std::to_string(shard.bytes));
+      }
+      for (TensorEntry& t : tensors) {
+        if (!names.insert(t.name).second) {
+          return InvalidArgument("tensor '" + t.name +
+                                 "' is saved by more than one rank; "
+                                 "give each rank's tensors distinct names");
+        }
+        t.shard = static_cast<int>(m.shards.size());
+        m.tensors.push_back(std::move(t));
+      }
+      m.shards.push_back(std::move(shard));
+    }
+    const std::string manifest = ManifestToJson(m).dump(1) + "\n";
+    RETURN_IF_ERROR(
+        storage::WriteSmallFile(fs_, tmp + "/" + std::string(internal::kManifestName), manifest));
+    // The marker is written last and carries the manifest digest, so a
+    // manifest that does not match its marker is detected on load.
+    RETURN_IF_ERROR(storage::WriteSmallFile(fs_, tmp + "/" + std::string(internal::kCommitName),
+                                            "sha256 " + internal::Sha256Hex(manifest) + "\n"));
+    RETURN_IF_ERROR(fs_.SyncDir(tmp));
+    RETURN_IF_ERROR(fs_.Rename(tmp, StepDir(s.step)));
+    // Without this fsync a power loss could forget the rename.
+    return fs_.SyncDir(run_dir_);
+  }
+
+  // Removes ".tmp-*" entries: abandoned saves and half-deleted steps. The
+  // caller holds the run lock (or knows no writer does).
+  Status CleanStale() {
+    ASSIGN_OR_RETURN(std::vector<storage::DirEntry> entries, fs_.ListDir(run_dir_));
+    for (const storage::DirEntry& e : entries) {
+      if (!e.name.starts_with(internal::kTmpPrefix)) continue;
+      log::info("removing stale checkpoint temporary {}/{}", run_dir_, e.name);
+      RETURN_IF_ERROR(fs_.RemoveAll(run_dir_ + "/" + e.name));
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<int64_t>> PruneLocked() {
+    ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, List());
+    std::vector<int64_t> deleted;
+    const Retention& r = opt_.retention;
+    if (all.empty() || (r.keep_last <= 0 && r.keep_every <= 0 && r.keep_for.count() <= 0)) {
+      return deleted;
+    }
+    int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch())
+            .count();
+    for (size_t i = 0; i < all.size(); ++i) {
+      const CheckpointInfo& c = all[i];
+      bool newest = i + 1 == all.size();
+      bool keep = newest ||
+                  (r.keep_last > 0 && all.size() - i <= static_cast<size_t>(r.keep_last)) ||
+                  (r.keep_every > 0 && c.step % r.keep_every == 0) ||
+                  (r.keep_for.count() > 0 && now - c.created_unix_s < r.keep_for.count());
+      if (keep) continue;
+      // Rename first so that a crash mid-delete never leaves a step that
+      // looks committed but has lost files.
+      const std::string doomed = run_dir_ + "/" + std::string(internal::kTmpPrefix) + "delete-" +
+                                 internal::StepName(c.step);
+      RETURN_IF_ERROR(fs_.Rename(c.path, doomed));
+      RETURN_IF_ERROR(fs_.SyncDir(run_dir_));
+      RETURN_IF_ERROR(fs_.RemoveAll(doomed));
+      deleted.push_back(c.step);
+    }
+    return deleted;
+  }
+
+  Result<internal::Manifest> ReadManifest(int64_t step) {
+    const std::string dir = StepDir(step);
+    const std::string commit_path = dir + "/" + std::string(internal::kCommitName);
+    const std::string manifest_path = dir + "/" + std::string(internal::kManifestName);
+    auto marker = storage::ReadSmallFile(fs_, commit_path);
+    if (!marker.ok()) {
+      if (marker.status().code() == StatusCode::kNotFound) {
+        return NotFound("step " + std::to_string(step) + " is not committed (no " + commit_path +
+                        ")");
+      }
+      return marker.status();
+    }
+    ASSIGN_OR_RETURN(std::string text, storage::ReadSmallFile(fs_, manifest_path));
+    std::string want = "sha256 " + internal::Sha256Hex(text) + "\n";
+    if (*marker != want) {
+      return DataLoss(manifest_path + " does not match the SHA-256 in " + commit_path +
+                      "; the manifest is corrupt");
+    }
+    auto j = ParseJson(text, manifest_path);
+    if (!j.ok()) return DataLoss(j.status().message());
+    return ManifestFromJson(*j, manifest_path);
+  }
+
+  Status CheckShardSizes(int64_t step, const internal::Manifest& m) {
+    for (const ShardEntry& s : m.shards) {
+      const std::string path = StepDir(step) + "/" + s.file;
+      auto fi = fs_.Stat(path);
+      if (!fi.ok()) {
+        return DataLoss("shard " + path + " of step " + std::to_string(step) + " is missing (" +
+                        fi.status().message() + ")");
+      }
+      if (fi->size != s.bytes) {
+        return DataLoss("shard " + path + " is truncated or extended: " + std::to_string(fi->size) +
+                        " bytes, the manifest says " + std::to_string(s.bytes));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckChunk(int64_t step, const internal::Manifest& m, const TensorEntry& t, size_t i,
+                    const void* data, size_t len) {
+    if (internal::Xxh3(data, len) == t.chunks[i]) return Status::Ok();
+    uint64_t off = t.offset + i * m.chunk_bytes;
+    return DataLoss("checksum mismatch in shard " + StepDir(step) + "/" + m.shards[t.shard].file +
+                    ", tensor '" + t.name + "', chunk " + std::to_string(i) + " (file bytes [" +
+                    std::to_string(off) + ", " + std::to_string(off + len) +
+                    ")): the checkpoint is corrupt");
+  }
+
+  // Reads the selected tensors straight into their final buffers, in
+  // pieces of whole checksum chunks spread over a few threads that each read
+  // and verify their piece (the page cache or the device is the limit, not
+  // one core's hashing).
+  Result<LoadedCheckpoint> LoadStep(int64_t step, std::span<const std::string> names) {
+    ASSIGN_OR_RETURN(internal::Manifest m, ReadManifest(step));
+    RETURN_IF_ERROR(CheckShardSizes(step, m));
+    for (const std::string& n : names) {
+      bool found = std::any_of(m.tensors.begin(), m.tensors.end(),
+                               [&](const TensorEntry& t) { return t.name == n; });
+      if (!found) {
+        return NotFound("tensor '" + n + "' is not in step " + std::to_string(step) + " (" +
+                        std::to_string(m.tensors.size()) + " tensors)");
+      }
+    }
+    LoadedCheckpoint out;
+    out.step = step;
+    out.metadata = m.metadata;
+    struct Piece {
+      const TensorEntry* entry;
+      char* dst;
+      storage::ReadableFile* file;
+      const std::string* path;
+      size_t first_chunk, end_chunk;
+      size_t global;  // index of first_chunk among all chunks (sample mode)
+    };
+    std::map<int, std::unique_ptr<storage::ReadableFile>> files;
+    std::map<int, std::string> paths;
+    std::vector<Piece> pieces;
+    const size_t chunks_per_piece = std::max<size_t>(1, kLoadPiece / m.chunk_bytes);
+    size_t global = 0;
+    for (const TensorEntry& t : m.tensors) {
+      if (!names.empty() && std::find(names.begin(), names.end(), t.name) == names.end()) {
+        global += t.chunks.size();
+        continue;
+      }
+      if (!files.count(t.shard)) {
+        paths[t.shard] = StepDir(step) + "/" + m.shards[t.shard].file;
+        ASSIGN_OR_RETURN(files[t.shard], fs_.Open(paths[t.shard]));
+      }
+      Tensor tensor;
+      tensor.name = t.name;
+      tensor.dtype = t.dtype;
+      tensor.shape = t.shape;
+      ASSIGN_OR_RETURN(tensor.data, AlignedBuffer::Allocate(t.length));
+      char* dst = static_cast<char*>(tensor.data.data());
+      for (size_t c = 0; c < t.chunks.size(); c += chunks_per_piece) {
+        pieces.push_back({&t, dst, files[t.shard].get(), &paths[t.shard], c,
+                          std::min(t.chunks.size(), c + chunks_per_piece), global + c});
+      }
+      global += t.chunks.size();
+      out.tensors.push_back(std::move(tensor));
+    }
+    std::atomic<size_t> next{0};
+    std::mutex err_mu;
+    Status first_error;
+    auto work = [&] {
+      for (size_t i = next++; i < pieces.size(); i = next++) {
+        const Piece& p = pieces[i];
+        uint64_t begin = p.first_chunk * m.chunk_bytes;
+        uint64_t end = std::min<uint64_t>(p.end_chunk * m.chunk_bytes, p.entry->length);
+        Status st = storage::ReadExact(*p.file, p.entry->offset + begin, p.dst + begin, end - begin,
+                                       *p.path);
+        for (size_t c = p.first_chunk; st.ok() && c < p.end_chunk; ++c) {
+          if (opt_.verify == VerifyMode::kNone) break;
+          if (opt_.verify == VerifyMode::kSample &&
+              !SampleChunk(c, p.entry->chunks.size(), p.global + (c - p.first_chunk))) {
+            continue;
+          }
+          uint64_t off = c * m.chunk_bytes;
+          st = CheckChunk(step, m, *p.entry, c, p.dst + off,
+                          std::min<uint64_t>(m.chunk_bytes, p.entry->length - off));
+        }
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          if (first_error.ok()) first_error = std::move(st);
+          next = pieces.size();  // stop the others early
+        }
+      }
+    };
+    size_t threads = std::min<size_t>({pieces.size(), kLoadThreads});
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    RETURN_IF_ERROR(first_error);
+    return out;
+  }
+
+  Options opt_;
+  storage::FileSystem& fs_;
+  const Clock& clock_;
+  std::string run_dir_;
+  AlignedBuffer staging_;
+  Staged staged_;
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  size_t ready_ = 0;  // bytes of the shard file staged so far
+  std::thread worker_;
+  std::mutex mu_;
+  Status pending_;
+};
+
+// ---------------------------------------------------------------- facade
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(Options options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(impl)));
+}
+
+CheckpointManager::CheckpointManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CheckpointManager::~CheckpointManager() = default;
+
+Status CheckpointManager::Save(int64_t step, std::span<const TensorView> tensors,
+                               const Json& metadata) {
+  return impl_->Save(step, tensors, metadata);
+}
+Status CheckpointManager::SaveAsync(int64_t step, std::span<const TensorView> tensors,
+                                    const Json& metadata) {
+  return impl_->SaveAsync(step, tensors, metadata);
+}
+Status CheckpointManager::Wait() { return impl_->Wait(); }
+Result<std::vector<CheckpointInfo>> CheckpointManager::List() { return impl_->List(); }
+Result<LatestResult> CheckpointManager::Latest() { return impl_->Latest(); }
+Result<LoadedCheckpoint> CheckpointManager::Load(std::optional<int64_t> step,
+                                                 std::span<const std::string> names) {
+  return impl_->Load(step, names);
+}
+Result<VerifyReport> CheckpointManager::Verify(int64_t step, VerifyMode mode) {
+  return impl_->Verify(step, mode, {});
+}
+Result<std::vector<int64_t>> CheckpointManager::Prune() { return impl_->Prune(); }
+std::string CheckpointManager::StepDir(int64_t step) const { return impl_->StepDir(step); }
+const Options& CheckpointManager::options() const { return impl_->options(); }
+
+}  // namespace gantry::ckpt
