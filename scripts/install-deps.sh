@@ -17,7 +17,7 @@ PACKAGES=(
   python3-torch python3-numpy python3-pytest
   # checkpoint engine: XXH3 chunk checksums, SHA-256 manifests, fio as the disk limit in bench/ckpt.sh
   libxxhash-dev libssl-dev fio
-  # procps for ps/free in the doctor smoke test, hwloc-nox for lstopo-style facts
+  # procps for ps/free in the doctor smoke test
   procps
 )
 

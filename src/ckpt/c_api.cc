@@ -72,6 +72,22 @@ gantry::Result<gantry::Json> Metadata(const char* json) {
   return gantry::ParseJson(json, "metadata_json");
 }
 
+// Runs `fn` and turns any exception into a status: no exception may cross
+// the C boundary (a C caller cannot catch it; it would terminate).
+template <typename Fn>
+gantry_ckpt_status Guard(Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Report(gantry::ResourceExhausted("out of memory in the gantry checkpoint C API"));
+  } catch (const std::exception& e) {
+    return Report(gantry::Internal(
+        std::string("unexpected error in the gantry checkpoint C API: ") + e.what()));
+  } catch (...) {
+    return Report(gantry::Internal("unexpected error in the gantry checkpoint C API"));
+  }
+}
+
 template <typename SaveFn>
 gantry_ckpt_status DoSave(gantry_ckpt_manager* m, const gantry_ckpt_tensor* tensors, size_t count,
                           const char* metadata_json, SaveFn fn) {
@@ -87,75 +103,92 @@ gantry_ckpt_status DoSave(gantry_ckpt_manager* m, const gantry_ckpt_tensor* tens
 
 extern "C" {
 
-const char* gantry_ckpt_last_error(void) { return g_last_error.c_str(); }
+const char* gantry_ckpt_last_error(void) { return g_last_error.c_str(); }  // never throws
 
 gantry_ckpt_status gantry_ckpt_open(const char* root, const char* run, int rank, int world_size,
                                     int keep_last, const char* verify, gantry_ckpt_manager** out) {
-  if (root == nullptr || out == nullptr) return BadArg("root and out must not be null");
-  gantry::ckpt::Options o;
-  o.root = root;
-  if (run != nullptr) o.run = run;
-  o.rank = rank;
-  o.world_size = world_size;
-  o.retention.keep_last = keep_last;
-  if (verify != nullptr) {
-    auto mode = gantry::ckpt::ParseVerifyMode(verify);
-    if (!mode.ok()) return Report(mode.status());
-    o.verify = *mode;
-  }
-  auto mgr = gantry::ckpt::CheckpointManager::Open(std::move(o));
-  if (!mgr.ok()) return Report(mgr.status());
-  *out = new gantry_ckpt_manager{std::move(*mgr)};
-  return GANTRY_CKPT_OK;
+  return Guard([&]() -> gantry_ckpt_status {
+    if (root == nullptr || out == nullptr) return BadArg("root and out must not be null");
+    gantry::ckpt::Options o;
+    o.root = root;
+    if (run != nullptr) o.run = run;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.retention.keep_last = keep_last;
+    if (verify != nullptr) {
+      auto mode = gantry::ckpt::ParseVerifyMode(verify);
+      if (!mode.ok()) return Report(mode.status());
+      o.verify = *mode;
+    }
+    auto mgr = gantry::ckpt::CheckpointManager::Open(std::move(o));
+    if (!mgr.ok()) return Report(mgr.status());
+    *out = new gantry_ckpt_manager{std::move(*mgr)};
+    return GANTRY_CKPT_OK;
+  });
 }
 
-void gantry_ckpt_close(gantry_ckpt_manager* m) { delete m; }
+void gantry_ckpt_close(gantry_ckpt_manager* m) {
+  (void)Guard([&] {
+    delete m;
+    return GANTRY_CKPT_OK;
+  });
+}
 
 gantry_ckpt_status gantry_ckpt_save(gantry_ckpt_manager* m, int64_t step,
                                     const gantry_ckpt_tensor* tensors, size_t count,
                                     const char* metadata_json) {
-  return DoSave(m, tensors, count, metadata_json, [&](const auto& views, const auto& meta) {
-    return m->impl->Save(step, views, meta);
+  return Guard([&]() -> gantry_ckpt_status {
+    return DoSave(m, tensors, count, metadata_json, [&](const auto& views, const auto& meta) {
+      return m->impl->Save(step, views, meta);
+    });
   });
 }
 
 gantry_ckpt_status gantry_ckpt_save_async(gantry_ckpt_manager* m, int64_t step,
                                           const gantry_ckpt_tensor* tensors, size_t count,
                                           const char* metadata_json) {
-  return DoSave(m, tensors, count, metadata_json, [&](const auto& views, const auto& meta) {
-    return m->impl->SaveAsync(step, views, meta);
+  return Guard([&]() -> gantry_ckpt_status {
+    return DoSave(m, tensors, count, metadata_json, [&](const auto& views, const auto& meta) {
+      return m->impl->SaveAsync(step, views, meta);
+    });
   });
 }
 
 gantry_ckpt_status gantry_ckpt_wait(gantry_ckpt_manager* m) {
-  if (m == nullptr) return BadArg("null manager");
-  return Report(m->impl->Wait());
+  return Guard([&]() -> gantry_ckpt_status {
+    if (m == nullptr) return BadArg("null manager");
+    return Report(m->impl->Wait());
+  });
 }
 
 gantry_ckpt_status gantry_ckpt_latest(gantry_ckpt_manager* m, int64_t* step) {
-  if (m == nullptr || step == nullptr) return BadArg("null manager or step");
-  auto r = m->impl->Latest();
-  if (!r.ok()) return Report(r.status());
-  *step = r->step;
-  return GANTRY_CKPT_OK;
+  return Guard([&]() -> gantry_ckpt_status {
+    if (m == nullptr || step == nullptr) return BadArg("null manager or step");
+    auto r = m->impl->Latest();
+    if (!r.ok()) return Report(r.status());
+    *step = r->step;
+    return GANTRY_CKPT_OK;
+  });
 }
 
 gantry_ckpt_status gantry_ckpt_load(gantry_ckpt_manager* m, int64_t step, const char* const* names,
                                     size_t name_count, gantry_ckpt_loaded** out) {
-  if (m == nullptr || out == nullptr) return BadArg("null manager or out");
-  std::vector<std::string> wanted;
-  for (size_t i = 0; names != nullptr && i < name_count; ++i) {
-    if (names[i] == nullptr) return BadArg("null tensor name");
-    wanted.emplace_back(names[i]);
-  }
-  std::optional<int64_t> which;
-  if (step >= 0) which = step;
-  auto loaded = m->impl->Load(which, wanted);
-  if (!loaded.ok()) return Report(loaded.status());
-  auto* l = new gantry_ckpt_loaded{std::move(*loaded), {}};
-  l->metadata = l->data.metadata.dump();
-  *out = l;
-  return GANTRY_CKPT_OK;
+  return Guard([&]() -> gantry_ckpt_status {
+    if (m == nullptr || out == nullptr) return BadArg("null manager or out");
+    std::vector<std::string> wanted;
+    for (size_t i = 0; names != nullptr && i < name_count; ++i) {
+      if (names[i] == nullptr) return BadArg("null tensor name");
+      wanted.emplace_back(names[i]);
+    }
+    std::optional<int64_t> which;
+    if (step >= 0) which = step;
+    auto loaded = m->impl->Load(which, wanted);
+    if (!loaded.ok()) return Report(loaded.status());
+    auto l = std::make_unique<gantry_ckpt_loaded>(std::move(*loaded), std::string());
+    l->metadata = l->data.metadata.dump();
+    *out = l.release();
+    return GANTRY_CKPT_OK;
+  });
 }
 
 int64_t gantry_ckpt_loaded_step(const gantry_ckpt_loaded* l) { return l ? l->data.step : -1; }
@@ -166,18 +199,20 @@ size_t gantry_ckpt_loaded_count(const gantry_ckpt_loaded* l) {
 
 gantry_ckpt_status gantry_ckpt_loaded_tensor(const gantry_ckpt_loaded* l, size_t i,
                                              gantry_ckpt_tensor* out) {
-  if (l == nullptr || out == nullptr) return BadArg("null handle or out");
-  if (i >= l->data.tensors.size()) {
-    return BadArg("tensor index out of range; see gantry_ckpt_loaded_count");
-  }
-  const gantry::ckpt::Tensor& t = l->data.tensors[i];
-  out->name = t.name.c_str();
-  out->dtype = static_cast<gantry_dtype>(t.dtype);
-  out->shape = t.shape.data();
-  out->ndim = t.shape.size();
-  out->data = t.data.data();
-  out->bytes = t.data.size();
-  return GANTRY_CKPT_OK;
+  return Guard([&]() -> gantry_ckpt_status {
+    if (l == nullptr || out == nullptr) return BadArg("null handle or out");
+    if (i >= l->data.tensors.size()) {
+      return BadArg("tensor index out of range; see gantry_ckpt_loaded_count");
+    }
+    const gantry::ckpt::Tensor& t = l->data.tensors[i];
+    out->name = t.name.c_str();
+    out->dtype = static_cast<gantry_dtype>(t.dtype);
+    out->shape = t.shape.data();
+    out->ndim = t.shape.size();
+    out->data = t.data.data();
+    out->bytes = t.data.size();
+    return GANTRY_CKPT_OK;
+  });
 }
 
 const char* gantry_ckpt_loaded_metadata(const gantry_ckpt_loaded* l) {

@@ -69,4 +69,19 @@ TEST(CApiTest, ErrorsHaveCodesAndMessages) {
   gantry_ckpt_close(m);
 }
 
+TEST(CApiTest, NonUtf8NameIsAnErrorCodeNotAnException) {
+  TempDir dir;
+  gantry_ckpt_manager* m = nullptr;
+  ASSERT_EQ(gantry_ckpt_open(dir.path().c_str(), "run", 0, 1, 0, "full", &m), GANTRY_CKPT_OK);
+  float w = 1;
+  int64_t shape[1] = {1};
+  gantry_ckpt_tensor t = {"w\xff", GANTRY_DTYPE_F32, shape, 1, &w, sizeof(w)};
+  EXPECT_EQ(gantry_ckpt_save(m, 1, &t, 1, nullptr), GANTRY_CKPT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gantry_ckpt_last_error()).find("UTF-8"), std::string::npos)
+      << gantry_ckpt_last_error();
+  EXPECT_EQ(gantry_ckpt_save_async(m, 1, &t, 1, nullptr), GANTRY_CKPT_INVALID_ARGUMENT);
+  EXPECT_EQ(gantry_ckpt_wait(m), GANTRY_CKPT_OK);
+  gantry_ckpt_close(m);
+}
+
 }  // namespace

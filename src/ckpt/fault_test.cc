@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "ckpt_test_util.h"
+#include "format.h"
 #include "gantry/ckpt/manager.h"
 #include "gantry/storage/fault_injecting.h"
 
@@ -134,6 +135,45 @@ TEST(ShortWriteTest, AWriteThatMakesNoProgressIsAnError) {
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("made no progress"), std::string::npos) << s.message();
   EXPECT_EQ((*m)->Latest().status().code(), StatusCode::kNotFound);
+}
+
+// The run directory's entry in the root must be durable before the first
+// commit relies on it, so Open syncs the root (a failing sync is reported).
+TEST(DurabilityTest, OpenSyncsTheRootDirectory) {
+  TempDir dir;
+  storage::FaultInjectingFileSystem faulty(storage::LocalFileSystem());
+  FaultRule rule;
+  rule.op = FaultOp::kSyncDir;
+  rule.error = EIO;
+  rule.path_contains = dir.path();
+  faulty.AddRule(rule);
+  Options o;
+  o.root = dir.path();
+  o.run = "run";
+  o.fs = &faulty;
+  auto m = CheckpointManager::Open(o);
+  EXPECT_EQ(faulty.fired(), 1);
+  ASSERT_EQ(m.status().code(), StatusCode::kIoError) << m.status().ToString();
+  EXPECT_NE(m.status().message().find(dir.path()), std::string::npos) << m.status().message();
+}
+
+TEST(DurabilityTest, WriteSafetensorsSyncsTheParentAfterTheRename) {
+  TempDir dir;
+  storage::FaultInjectingFileSystem faulty(storage::LocalFileSystem());
+  FaultRule rule;
+  rule.op = FaultOp::kSyncDir;
+  rule.error = EIO;
+  rule.path_contains = dir.path();
+  faulty.AddRule(rule);
+  float x = 1;
+  std::vector<TensorView> t = {{"x", DType::kF32, {1}, &x, 4}};
+  const std::string path = dir.path() + "/out.safetensors";
+  Status s = internal::WriteSafetensorsTo(faulty, path, t);
+  EXPECT_EQ(faulty.fired(), 1);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  faulty.ClearRules();
+  EXPECT_TRUE(internal::WriteSafetensorsTo(faulty, path, t).ok());
+  EXPECT_TRUE(ReadSafetensors(path).ok());
 }
 
 }  // namespace

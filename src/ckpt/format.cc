@@ -33,23 +33,75 @@ std::string ShardName(int rank, int world_size) {
   return buf;
 }
 
+bool IsValidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t extra;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      extra = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      extra = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      extra = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (text.size() - i <= extra) return false;
+    for (size_t k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, UTF-16 surrogates and values past U+10FFFF are invalid.
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+bool ShapeBytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* bytes) {
+  uint64_t n = DTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  }
+  *bytes = n;
+  return true;
+}
+
 Status ValidateTensors(std::span<const TensorView> tensors) {
   std::set<std::string_view> seen;
-  for (const TensorView& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorView& t = tensors[i];
     if (t.name.empty())
       return InvalidArgument("a tensor has an empty name; every tensor needs one");
+    if (!IsValidUtf8(t.name)) {
+      return InvalidArgument("tensor " + std::to_string(i) +
+                             " has a name that is not valid UTF-8; use UTF-8 names");
+    }
     if (t.name == "__metadata__") {
       return InvalidArgument("tensor name '__metadata__' is reserved by safetensors; rename it");
     }
     if (!seen.insert(t.name).second) {
       return InvalidArgument("tensor name '" + t.name + "' appears twice; names must be unique");
     }
-    uint64_t elems = 1;
     for (int64_t d : t.shape) {
       if (d < 0) return InvalidArgument("tensor '" + t.name + "' has a negative dimension");
-      elems *= static_cast<uint64_t>(d);
     }
-    uint64_t want = elems * DTypeSize(t.dtype);
+    uint64_t want = 0;
+    if (!ShapeBytes(t.shape, t.dtype, &want)) {
+      return InvalidArgument("tensor '" + t.name + "': shape times dtype size " +
+                             std::string(DTypeName(t.dtype)) + " overflows 64 bits");
+    }
     if (want != t.bytes) {
       return InvalidArgument("tensor '" + t.name + "': shape and dtype " +
                              std::string(DTypeName(t.dtype)) + " need " + std::to_string(want) +
@@ -136,7 +188,11 @@ Result<Manifest> ManifestFromJson(const Json& j, const std::string& origin) {
     m.creator = j.at("creator").get<std::string>();
     m.world_size = j.at("world_size").get<int>();
     m.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
-    if (m.chunk_bytes == 0) return DataLoss(origin + ": chunk_bytes is 0");
+    if (m.chunk_bytes == 0 || m.chunk_bytes > kMaxChunkBytes) {
+      return DataLoss(origin + ": chunk_bytes " + std::to_string(m.chunk_bytes) +
+                      " is outside [1, " + std::to_string(kMaxChunkBytes) +
+                      "]; the manifest is corrupt");
+    }
     m.metadata = j.at("metadata");
     for (const Json& s : j.at("shards")) {
       m.shards.push_back({s.at("file").get<std::string>(), s.at("rank").get<int>(),
@@ -152,7 +208,20 @@ Result<Manifest> ManifestFromJson(const Json& j, const std::string& origin) {
       return DataLoss(origin + ": tensor '" + t.name + "' names shard " + std::to_string(t.shard) +
                       " which is not listed");
     }
-    uint64_t want_chunks = (t.length + m.chunk_bytes - 1) / m.chunk_bytes;
+    const uint64_t shard_bytes = m.shards[t.shard].bytes;
+    if (t.offset > shard_bytes || t.length > shard_bytes - t.offset) {
+      return DataLoss(origin + ": tensor '" + t.name + "' claims bytes [" +
+                      std::to_string(t.offset) + ", +" + std::to_string(t.length) +
+                      ") outside its shard of " + std::to_string(shard_bytes) + " bytes");
+    }
+    uint64_t shape_bytes = 0;
+    if (!ShapeBytes(t.shape, t.dtype, &shape_bytes) || shape_bytes != t.length) {
+      return DataLoss(origin + ": tensor '" + t.name + "' has " + std::to_string(t.length) +
+                      " bytes, which does not match its shape and dtype " +
+                      std::string(DTypeName(t.dtype)));
+    }
+    // Written without `length + chunk_bytes - 1`, which can wrap.
+    uint64_t want_chunks = t.length / m.chunk_bytes + (t.length % m.chunk_bytes != 0);
     if (t.chunks.size() != want_chunks) {
       return DataLoss(origin + ": tensor '" + t.name + "' has " + std::to_string(t.chunks.size()) +
                       " chunk checksums, expected " + std::to_string(want_chunks));
@@ -240,8 +309,16 @@ Result<std::vector<SafetensorsEntry>> ReadSafetensorsHeader(storage::ReadableFil
       ASSIGN_OR_RETURN(e.dtype, ParseDType(it->at("dtype").get<std::string>()));
       e.shape = it->at("shape").get<std::vector<int64_t>>();
       auto offs = it->at("data_offsets").get<std::vector<uint64_t>>();
-      if (offs.size() != 2 || offs[0] > offs[1] || *data_start + offs[1] > size) {
+      // Compared as `end > size - data_start`: `data_start + end` can wrap.
+      if (offs.size() != 2 || offs[0] > offs[1] || size < *data_start ||
+          offs[1] > size - *data_start) {
         return DataLoss(path + ": tensor '" + e.name + "' has data_offsets outside the file");
+      }
+      uint64_t want = 0;
+      if (!ShapeBytes(e.shape, e.dtype, &want) || want != offs[1] - offs[0]) {
+        return DataLoss(
+            path + ": tensor '" + e.name + "' spans " + std::to_string(offs[1] - offs[0]) +
+            " bytes, which does not match its shape and dtype " + std::string(DTypeName(e.dtype)));
       }
       e.begin = offs[0];
       e.end = offs[1];

@@ -20,6 +20,11 @@ inline constexpr std::string_view kStepPrefix = "step-";
 inline constexpr std::string_view kTmpPrefix = ".tmp-";
 inline constexpr std::string_view kLockName = ".writer.lock";
 inline constexpr size_t kMaxHeaderBytes = 100u << 20;  // the safetensors limit
+// Largest checksum chunk a manifest may declare; readers allocate one chunk.
+inline constexpr uint64_t kMaxChunkBytes = 1ull << 30;
+// Size limits for the small files of a step (readers refuse larger ones).
+inline constexpr uint64_t kMaxMarkerBytes = 4u << 10;
+inline constexpr uint64_t kMaxManifestBytes = 256u << 20;
 
 // "step-0000000042"; the step must be in [0, 10^10).
 std::string StepName(int64_t step);
@@ -27,8 +32,15 @@ std::string StepName(int64_t step);
 bool ParseStepName(std::string_view name, int64_t* step);
 std::string ShardName(int rank, int world_size);
 
-// Validates a tensor list: names unique and non-empty, bytes match shape.
+// Validates a tensor list: names unique, non-empty and valid UTF-8 (JSON
+// needs it), bytes match shape.
 Status ValidateTensors(std::span<const TensorView> tensors);
+
+// Product of `shape` times the dtype size; false when a dimension is
+// negative or the product does not fit in 64 bits.
+bool ShapeBytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* bytes);
+// True when `text` is well-formed UTF-8.
+bool IsValidUtf8(std::string_view text);
 
 // A tensor as recorded in the manifest.
 struct TensorEntry {
@@ -83,9 +95,17 @@ struct SafetensorsEntry {
   uint64_t end = 0;
 };
 // Parses the header of an open safetensors file; *data_start is 8 + N.
+// Every entry lies inside the file and its byte range matches its shape and
+// dtype; anything else is DataLoss naming `path` and the tensor.
 Result<std::vector<SafetensorsEntry>> ReadSafetensorsHeader(storage::ReadableFile& f,
                                                             const std::string& path,
                                                             uint64_t* data_start);
+
+// WriteSafetensors on `fs` (which must be the local filesystem underneath:
+// the final rename replaces `path`); the parent directory is synced after
+// the rename.
+Status WriteSafetensorsTo(storage::FileSystem& fs, const std::string& path,
+                          std::span<const TensorView> tensors);
 
 uint64_t Xxh3(const void* data, size_t bytes);
 // Chunk checksums of one tensor's bytes.

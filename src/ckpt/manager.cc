@@ -142,7 +142,10 @@ class CheckpointManager::Impl {
       return InvalidArgument("rank " + std::to_string(opt_.rank) + " is outside world size " +
                              std::to_string(opt_.world_size));
     }
-    if (opt_.chunk_bytes == 0) return InvalidArgument("chunk_bytes must be positive");
+    if (opt_.chunk_bytes == 0 || opt_.chunk_bytes > internal::kMaxChunkBytes) {
+      return InvalidArgument("chunk_bytes " + std::to_string(opt_.chunk_bytes) +
+                             " is outside [1, " + std::to_string(internal::kMaxChunkBytes) + "]");
+    }
     if (opt_.read_only) {
       auto info = fs_.Stat(run_dir_);
       if (!info.ok() || !info->is_dir) {
@@ -152,6 +155,9 @@ class CheckpointManager::Impl {
       return Status::Ok();
     }
     RETURN_IF_ERROR(fs_.CreateDirs(run_dir_).WithContext("checkpoint run directory"));
+    // Makes the run directory's entry durable; without it a power loss could
+    // take the run directory, and the first commit in it, away.
+    RETURN_IF_ERROR(fs_.SyncDir(opt_.root).WithContext("checkpoint root directory"));
     if (opt_.staging_bytes > 0) {
       ASSIGN_OR_RETURN(staging_, AlignedBuffer::Allocate(
                                      RoundUp(opt_.staging_bytes, storage::kDirectIoAlignment)));
@@ -193,8 +199,17 @@ class CheckpointManager::Impl {
     RETURN_IF_ERROR(Layout(step, tensors, metadata));
     ParallelCopy(tensors);
     worker_ = std::thread([this] {
-      HashStaged();
-      Status s = WriteAndCommit();
+      // An exception must not escape the thread (std::terminate); it becomes
+      // the pending status that Wait() reports.
+      Status s;
+      try {
+        HashStaged();
+        s = WriteAndCommit();
+      } catch (const std::bad_alloc&) {
+        s = ResourceExhausted("out of memory while saving step " + std::to_string(staged_.step));
+      } catch (const std::exception& e) {
+        s = Internal("saving step " + std::to_string(staged_.step) + ": " + e.what());
+      }
       std::lock_guard<std::mutex> lock(mu_);
       pending_ = std::move(s);
     });
@@ -264,15 +279,20 @@ class CheckpointManager::Impl {
   Result<LoadedCheckpoint> Load(std::optional<int64_t> step, std::span<const std::string> names) {
     if (step) return LoadStep(*step, names);
     // Reading and verifying happen in one pass, so the newest step is not
-    // read twice; a corrupt step falls back to the previous one.
+    // read twice. Like Latest(), any failure of a step falls back to the
+    // previous one, except a newer format version (FailedPrecondition: an
+    // older step would silently lose progress) and a requested tensor that
+    // the step lacks (the caller's error).
     ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
     std::vector<std::string> skipped;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      auto loaded = LoadStep(*it, names);
-      if (loaded.ok() || !opt_.fallback || loaded.status().code() != StatusCode::kDataLoss) {
+      bool missing_name = false;
+      auto loaded = LoadStep(*it, names, &missing_name);
+      if (loaded.ok() || !opt_.fallback || missing_name ||
+          loaded.status().code() == StatusCode::kFailedPrecondition) {
         return loaded;
       }
-      log::warn("checkpoint step {} fails verification ({}), falling back to an older one", *it,
+      log::warn("checkpoint step {} cannot be loaded ({}), falling back to an older one", *it,
                 loaded.status().message());
       skipped.push_back(loaded.status().message());
     }
@@ -286,7 +306,10 @@ class CheckpointManager::Impl {
     report.step = step;
     RETURN_IF_ERROR(CheckShardSizes(step, m));
     if (mode == VerifyMode::kNone) return report;
-    std::vector<char> buf(m.chunk_bytes);
+    // One chunk at most, but no more than the largest tensor needs.
+    uint64_t largest = 0;
+    for (const TensorEntry& t : m.tensors) largest = std::max(largest, t.length);
+    std::vector<char> buf(std::min(m.chunk_bytes, largest));
     size_t global = 0;
     std::map<int, std::unique_ptr<storage::ReadableFile>> files;
     for (const TensorEntry& t : m.tensors) {
@@ -311,7 +334,7 @@ class CheckpointManager::Impl {
   Result<std::vector<int64_t>> Prune() {
     RETURN_IF_ERROR(Writable("pruning"));
     ASSIGN_OR_RETURN(std::unique_ptr<storage::Lock> lock, LockRun("pruning"));
-    return PruneLocked();
+    return PruneLocked(std::nullopt);
   }
 
  private:
@@ -344,8 +367,17 @@ class CheckpointManager::Impl {
     if (step < 0 || step > 9'999'999'999) {
       return InvalidArgument("step " + std::to_string(step) + " is outside [0, 9999999999]");
     }
+    // dump() throws on strings that are not UTF-8; the manifest is written
+    // later (possibly on the worker thread), so catch that here.
+    std::string metadata_text;
+    try {
+      metadata_text = metadata.dump();
+    } catch (const std::exception& e) {
+      return InvalidArgument(std::string("checkpoint metadata cannot be written as JSON (") +
+                             e.what() + "); use UTF-8 strings");
+    }
     if (!metadata.is_null() && !metadata.is_object()) {
-      return InvalidArgument("checkpoint metadata must be a JSON object, got " + metadata.dump());
+      return InvalidArgument("checkpoint metadata must be a JSON object, got " + metadata_text);
     }
     RETURN_IF_ERROR(internal::ValidateTensors(tensors));
     std::string prefix = internal::SafetensorsPrefix(tensors, storage::kDirectIoAlignment, Json());
@@ -488,7 +520,7 @@ class CheckpointManager::Impl {
         Status cleanup = fs_.RemoveAll(tmp);
         if (!cleanup.ok()) log::warn("removing {} after a failed save: {}", tmp, cleanup.message());
       } else {
-        auto pruned = PruneLocked();
+        auto pruned = PruneLocked(s.step);
         if (!pruned.ok())
           log::warn("retention after step {}: {}", s.step, pruned.status().message());
       }
@@ -609,7 +641,8 @@ class CheckpointManager::Impl {
       std::vector<TensorEntry> tensors = s.entries;
       if (r != 0) {
         tensors.clear();
-        ASSIGN_OR_RETURN(std::string text, storage::ReadSmallFile(fs_, part_path));
+        ASSIGN_OR_RETURN(std::string text,
+                         storage::ReadSmallFile(fs_, part_path, internal::kMaxManifestBytes));
         ASSIGN_OR_RETURN(Json j, ParseJson(text, part_path));
         RETURN_IF_ERROR(internal::RankPartFromJson(j, part_path, &shard, &tensors));
         RETURN_IF_ERROR(fs_.RemoveFile(part_path));
@@ -656,32 +689,51 @@ class CheckpointManager::Impl {
     return Status::Ok();
   }
 
-  Result<std::vector<int64_t>> PruneLocked() {
-    ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, List());
+  // Applies the retention rules. Never deletes `just_saved` (the step this
+  // call committed), the newest step that verifies (with opts_.verify) nor
+  // any step newer than it (a failed verification is not a reason to
+  // delete; when nothing verifies, nothing is deleted). Steps whose manifest
+  // cannot be read do not count toward keep_last.
+  Result<std::vector<int64_t>> PruneLocked(std::optional<int64_t> just_saved) {
     std::vector<int64_t> deleted;
     const Retention& r = opt_.retention;
-    if (all.empty() || (r.keep_last <= 0 && r.keep_every <= 0 && r.keep_for.count() <= 0)) {
-      return deleted;
+    if (r.keep_last <= 0 && r.keep_every <= 0 && r.keep_for.count() <= 0) return deleted;
+    ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
+    // Newest first. The step just committed was checksummed as it was
+    // written, so it is trusted without reading it back.
+    std::optional<int64_t> newest_good;
+    for (auto it = steps.rbegin(); it != steps.rend() && !newest_good; ++it) {
+      if ((just_saved && *it == *just_saved) || Verify(*it, opt_.verify, {}).ok()) {
+        newest_good = *it;
+      }
     }
+    if (!newest_good) return deleted;
     int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch())
             .count();
-    for (size_t i = 0; i < all.size(); ++i) {
-      const CheckpointInfo& c = all[i];
-      bool newest = i + 1 == all.size();
-      bool keep = newest ||
-                  (r.keep_last > 0 && all.size() - i <= static_cast<size_t>(r.keep_last)) ||
-                  (r.keep_every > 0 && c.step % r.keep_every == 0) ||
-                  (r.keep_for.count() > 0 && now - c.created_unix_s < r.keep_for.count());
-      if (keep) continue;
+    int readable = 0;  // readable steps seen so far, newest first
+    std::vector<int64_t> doomed_steps;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const int64_t step = *it;
+      auto m = ReadManifest(step);
+      bool recent = false;
+      if (m.ok()) recent = r.keep_last > 0 && ++readable <= r.keep_last;
+      bool keep =
+          step >= *newest_good || (just_saved && step == *just_saved) || recent ||
+          (r.keep_every > 0 && step % r.keep_every == 0) ||
+          (m.ok() && r.keep_for.count() > 0 && now - m->created_unix_s < r.keep_for.count());
+      if (!keep) doomed_steps.push_back(step);
+    }
+    std::sort(doomed_steps.begin(), doomed_steps.end());
+    for (int64_t step : doomed_steps) {
       // Rename first so that a crash mid-delete never leaves a step that
       // looks committed but has lost files.
-      const std::string doomed = run_dir_ + "/" + std::string(internal::kTmpPrefix) + "delete-" +
-                                 internal::StepName(c.step);
-      RETURN_IF_ERROR(fs_.Rename(c.path, doomed));
+      const std::string doomed =
+          run_dir_ + "/" + std::string(internal::kTmpPrefix) + "delete-" + internal::StepName(step);
+      RETURN_IF_ERROR(fs_.Rename(StepDir(step), doomed));
       RETURN_IF_ERROR(fs_.SyncDir(run_dir_));
       RETURN_IF_ERROR(fs_.RemoveAll(doomed));
-      deleted.push_back(c.step);
+      deleted.push_back(step);
     }
     return deleted;
   }
@@ -690,7 +742,7 @@ class CheckpointManager::Impl {
     const std::string dir = StepDir(step);
     const std::string commit_path = dir + "/" + std::string(internal::kCommitName);
     const std::string manifest_path = dir + "/" + std::string(internal::kManifestName);
-    auto marker = storage::ReadSmallFile(fs_, commit_path);
+    auto marker = storage::ReadSmallFile(fs_, commit_path, internal::kMaxMarkerBytes);
     if (!marker.ok()) {
       if (marker.status().code() == StatusCode::kNotFound) {
         return NotFound("step " + std::to_string(step) + " is not committed (no " + commit_path +
@@ -698,7 +750,8 @@ class CheckpointManager::Impl {
       }
       return marker.status();
     }
-    ASSIGN_OR_RETURN(std::string text, storage::ReadSmallFile(fs_, manifest_path));
+    ASSIGN_OR_RETURN(std::string text,
+                     storage::ReadSmallFile(fs_, manifest_path, internal::kMaxManifestBytes));
     std::string want = "sha256 " + internal::Sha256Hex(text) + "\n";
     if (*marker != want) {
       return DataLoss(manifest_path + " does not match the SHA-256 in " + commit_path +
@@ -739,13 +792,16 @@ class CheckpointManager::Impl {
   // pieces of whole checksum chunks spread over a few threads that each read
   // and verify their piece (the page cache or the device is the limit, not
   // one core's hashing).
-  Result<LoadedCheckpoint> LoadStep(int64_t step, std::span<const std::string> names) {
+  // Sets *missing_name when a requested tensor is not in the step.
+  Result<LoadedCheckpoint> LoadStep(int64_t step, std::span<const std::string> names,
+                                    bool* missing_name = nullptr) {
     ASSIGN_OR_RETURN(internal::Manifest m, ReadManifest(step));
     RETURN_IF_ERROR(CheckShardSizes(step, m));
     for (const std::string& n : names) {
       bool found = std::any_of(m.tensors.begin(), m.tensors.end(),
                                [&](const TensorEntry& t) { return t.name == n; });
       if (!found) {
+        if (missing_name) *missing_name = true;
         return NotFound("tensor '" + n + "' is not in step " + std::to_string(step) + " (" +
                         std::to_string(m.tensors.size()) + " tensors)");
       }

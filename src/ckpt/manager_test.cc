@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <iterator>
 
 #include "ckpt_test_util.h"
 #include "format.h"
@@ -257,6 +259,160 @@ TEST_F(ManagerTest, NewestStepIsNeverPruned) {
   ASSERT_TRUE(deleted.ok());
   EXPECT_TRUE(deleted->empty());
   EXPECT_TRUE(m->Latest().ok());
+}
+
+std::vector<int64_t> Steps(CheckpointManager& m) {
+  std::vector<int64_t> out;
+  auto list = m.List();
+  EXPECT_TRUE(list.ok()) << list.status().ToString();
+  for (const auto& c : *list) out.push_back(c.step);
+  return out;
+}
+
+TEST_F(ManagerTest, RetentionAfterRollbackKeepsTheStepJustSavedAndTheNewestGoodOne) {
+  {
+    auto m = OpenOrDie(Opts());
+    for (int64_t step : {10, 20}) ASSERT_TRUE(m->Save(step, State(step).Views()).ok());
+  }
+  Options o = Opts();
+  o.retention.keep_last = 1;
+  auto m = OpenOrDie(o);
+  // The run resumes from 10 (say 20 was a diverged branch) and saves 11.
+  ASSERT_TRUE(m->Save(11, State(11).Views()).ok());
+  EXPECT_EQ(Steps(*m), (std::vector<int64_t>{11, 20}));
+  auto loaded = m->Load(11);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  State(11).ExpectEquals(*loaded);
+}
+
+TEST_F(ManagerTest, RetentionAfterFallbackNeverLeavesOnlyACorruptStep) {
+  {
+    auto m = OpenOrDie(Opts());
+    for (int64_t step : {10, 20}) ASSERT_TRUE(m->Save(step, State(step).Views()).ok());
+    FlipBit(m->StepDir(20) + "/shard-00000-of-00001.safetensors", 4096 + 10);
+  }
+  Options o = Opts();
+  o.retention.keep_last = 1;
+  auto m = OpenOrDie(o);
+  auto latest = m->Latest();
+  ASSERT_TRUE(latest.ok());
+  ASSERT_EQ(latest->step, 10);
+  ASSERT_TRUE(m->Save(11, State(11).Views()).ok());
+  // 11 was just saved and is the newest step that verifies; 20 is newer
+  // than it, so retention does not judge it; 10 is beyond keep_last.
+  EXPECT_EQ(Steps(*m), (std::vector<int64_t>{11, 20}));
+  latest = m->Latest();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->step, 11);
+  auto loaded = m->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  State(11).ExpectEquals(*loaded);
+}
+
+TEST_F(ManagerTest, StepsWithUnreadableManifestsDoNotCountTowardKeepLast) {
+  {
+    auto m = OpenOrDie(Opts());
+    for (int64_t step : {1, 2, 3}) ASSERT_TRUE(m->Save(step, State(step).Views()).ok());
+    ASSERT_EQ(::unlink((m->StepDir(3) + "/manifest.json").c_str()), 0);
+  }
+  Options o = Opts();
+  o.retention.keep_last = 1;
+  auto m = OpenOrDie(o);
+  auto deleted = m->Prune();
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, (std::vector<int64_t>{1}));
+  EXPECT_EQ(Steps(*m), (std::vector<int64_t>{2, 3}));
+  auto loaded = m->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  State(2).ExpectEquals(*loaded);
+}
+
+// Rewrites step `dir`'s manifest with `edit` and a matching COMMITTED marker,
+// as a hostile or buggy writer could.
+void RewriteManifest(const std::string& dir, const std::function<void(Json&)>& edit) {
+  std::ifstream in(dir + "/manifest.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto j = ParseJson(text, "manifest");
+  ASSERT_TRUE(j.ok());
+  edit(*j);
+  text = j->dump(1) + "\n";
+  std::ofstream(dir + "/manifest.json", std::ios::trunc) << text;
+  std::ofstream(dir + "/COMMITTED", std::ios::trunc)
+      << "sha256 " << internal::Sha256Hex(text) << "\n";
+}
+
+TEST_F(ManagerTest, HostileChunkBytesIsDataLossNotACrash) {
+  auto m = OpenOrDie(Opts());
+  ASSERT_TRUE(m->Save(1, State(1).Views()).ok());
+  ASSERT_TRUE(m->Save(2, State(2).Views()).ok());
+  RewriteManifest(m->StepDir(2), [](Json& j) { j["chunk_bytes"] = uint64_t{1} << 62; });
+  for (VerifyMode mode : {VerifyMode::kFull, VerifyMode::kSample, VerifyMode::kNone}) {
+    auto v = m->Verify(2, mode);
+    ASSERT_EQ(v.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(v.status().message().find(m->StepDir(2) + "/manifest.json: chunk_bytes"),
+              std::string::npos)
+        << v.status().message();
+  }
+  auto latest = m->Latest();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->step, 1);
+  Options huge = Opts();
+  huge.chunk_bytes = (size_t{1} << 30) + 1;
+  EXPECT_EQ(CheckpointManager::Open(huge).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ManagerTest, OversizedMarkerAndManifestAreDataLossNamingThem) {
+  auto m = OpenOrDie(Opts());
+  for (int64_t step : {1, 2, 3}) ASSERT_TRUE(m->Save(step, State(step).Views()).ok());
+  // Sparse files: the size is what a reader would allocate.
+  const std::string marker = m->StepDir(3) + "/COMMITTED";
+  const std::string manifest = m->StepDir(2) + "/manifest.json";
+  ASSERT_EQ(::truncate(marker.c_str(), off_t{8} << 40), 0);
+  ASSERT_EQ(::truncate(manifest.c_str(), off_t{1} << 40), 0);
+  auto v = m->Verify(3, VerifyMode::kNone);
+  ASSERT_EQ(v.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(v.status().message().starts_with(marker + " has 8796093022208 bytes"))
+      << v.status().message();
+  v = m->Verify(2, VerifyMode::kNone);
+  ASSERT_EQ(v.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(v.status().message().starts_with(manifest + " has")) << v.status().message();
+  EXPECT_EQ(Steps(*m), (std::vector<int64_t>{1, 2, 3}));
+  auto latest = m->Latest();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->step, 1);
+  EXPECT_EQ(latest->skipped.size(), 2u);
+}
+
+TEST_F(ManagerTest, NonUtf8NamesAndMetadataAreInvalidArgumentsNotExceptions) {
+  auto m = OpenOrDie(Opts());
+  float x = 1;
+  std::vector<TensorView> bad = {{"w\xff", DType::kF32, {1}, &x, 4}};
+  EXPECT_EQ(m->Save(1, bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->SaveAsync(1, bad).code(), StatusCode::kInvalidArgument);
+  std::vector<TensorView> good = {{"w", DType::kF32, {1}, &x, 4}};
+  Status s = m->SaveAsync(1, good, Json{{"note", "caf\xe9"}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("UTF-8"), std::string::npos) << s.message();
+  EXPECT_EQ(m->Save(1, good, Json{{"k\xff", 1}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(m->Wait().ok());
+  EXPECT_TRUE(m->Save(1, good).ok());
+}
+
+TEST_F(ManagerTest, LoadFallsBackLikeLatestButNotPastANewerFormat) {
+  auto m = OpenOrDie(Opts());
+  for (int64_t step : {1, 2, 3}) ASSERT_TRUE(m->Save(step, State(step).Views()).ok());
+  // Step 3 is committed but its manifest is gone (NotFound, not DataLoss).
+  ASSERT_EQ(::unlink((m->StepDir(3) + "/manifest.json").c_str()), 0);
+  EXPECT_EQ(m->Latest()->step, 2);
+  auto loaded = m->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  State(2).ExpectEquals(*loaded);
+  // A missing tensor is the caller's error, not a reason to go back.
+  const std::string missing[] = {"nope"};
+  EXPECT_EQ(m->Load(std::nullopt, missing).status().code(), StatusCode::kNotFound);
+  // A newer format is not silently skipped.
+  RewriteManifest(m->StepDir(2), [](Json& j) { j["format_version"] = kFormatVersion + 1; });
+  EXPECT_EQ(m->Load().status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ManagerTest, StaleTemporariesAreCleanedWhenNoWriterHoldsTheLock) {

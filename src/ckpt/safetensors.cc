@@ -38,9 +38,11 @@ Result<std::vector<Tensor>> ReadSafetensors(const std::string& path,
   return out;
 }
 
-Status WriteSafetensors(const std::string& path, std::span<const TensorView> tensors) {
+namespace internal {
+
+Status WriteSafetensorsTo(storage::FileSystem& fs, const std::string& path,
+                          std::span<const TensorView> tensors) {
   RETURN_IF_ERROR(internal::ValidateTensors(tensors));
-  storage::FileSystem& fs = storage::LocalFileSystem();
   // Reference writers align the data start to 8 bytes.
   const std::string prefix = internal::SafetensorsPrefix(tensors, 8, Json());
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
@@ -54,11 +56,24 @@ Status WriteSafetensors(const std::string& path, std::span<const TensorView> ten
   }();
   if (st.ok()) {
     // Replacing an existing export is intended, so plain rename(2) semantics.
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
       st = IoError("renaming " + tmp + " to " + path, errno);
+    } else {
+      // Without this fsync a power loss could forget the rename.
+      const size_t slash = path.rfind('/');
+      const std::string parent =
+          slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+      return fs.SyncDir(parent);
+    }
   }
   if (!st.ok()) (void)fs.RemoveFile(tmp);
   return st;
+}
+
+}  // namespace internal
+
+Status WriteSafetensors(const std::string& path, std::span<const TensorView> tensors) {
+  return internal::WriteSafetensorsTo(storage::LocalFileSystem(), path, tensors);
 }
 
 }  // namespace gantry::ckpt

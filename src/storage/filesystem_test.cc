@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -55,6 +56,20 @@ TEST_F(FileSystemTest, ReadExactNamesTruncatedFile) {
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("small is truncated"), std::string::npos) << s.message();
   EXPECT_EQ(fs_.Open(dir_ + "/missing").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(FileSystemTest, ReadSmallFileRefusesFilesOverItsLimit) {
+  const std::string path = dir_ + "/marker";
+  ASSERT_TRUE(WriteSmallFile(fs_, path, "12345").ok());
+  EXPECT_EQ(*ReadSmallFile(fs_, path, 5), "12345");
+  auto r = ReadSmallFile(fs_, path, 4);
+  ASSERT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(r.status().message().starts_with(path + " has 5 bytes")) << r.status().message();
+  // A sparse 8 TiB file is refused by the default limit, not allocated.
+  ASSERT_EQ(::truncate(path.c_str(), off_t{8} << 40), 0);
+  r = ReadSmallFile(fs_, path);
+  ASSERT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(path), std::string::npos);
 }
 
 TEST_F(FileSystemTest, RenameNeverReplaces) {

@@ -287,9 +287,13 @@ Status WriteSmallFile(FileSystem& fs, const std::string& path, std::string_view 
   return f->Close();
 }
 
-Result<std::string> ReadSmallFile(FileSystem& fs, const std::string& path) {
+Result<std::string> ReadSmallFile(FileSystem& fs, const std::string& path, uint64_t max_bytes) {
   ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, fs.Open(path));
   ASSIGN_OR_RETURN(uint64_t size, f->Size());
+  if (size > max_bytes) {
+    return DataLoss(path + " has " + std::to_string(size) + " bytes, more than the " +
+                    std::to_string(max_bytes) + " expected; the file is corrupt, remove it");
+  }
   std::string out(size, '\0');
   RETURN_IF_ERROR(ReadExact(*f, 0, out.data(), out.size(), path));
   return out;

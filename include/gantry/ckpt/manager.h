@@ -105,8 +105,11 @@ enum class VerifyMode {
 std::string_view VerifyModeName(VerifyMode mode);
 Result<VerifyMode> ParseVerifyMode(std::string_view text);
 
-// Which committed steps Prune keeps. A step is kept if any rule keeps it;
-// the newest committed step is always kept. All zero keeps everything.
+// Which committed steps Prune keeps. A step is kept if any rule keeps it.
+// Always kept: the step a Save just committed, the newest step that
+// verifies (with Options::verify) and every step newer than it; when no
+// step verifies, nothing is deleted. keep_last counts only steps whose
+// manifest can be read. All zero keeps everything.
 struct Retention {
   int keep_last = 0;                 // the N newest steps
   int64_t keep_every = 0;            // steps divisible by K
@@ -200,6 +203,9 @@ class CheckpointManager {
   // Loads `step` (default: Latest()), verifying with options.verify. With
   // `names` non-empty only those tensors are read (NotFound names a missing
   // one). DataLoss names the shard, tensor and offset of a bad chunk.
+  // Without a step, a step that cannot be loaded falls back to the previous
+  // one like Latest(), except on FailedPrecondition (a newer format) and a
+  // missing requested tensor.
   Result<LoadedCheckpoint> Load(std::optional<int64_t> step = std::nullopt,
                                 std::span<const std::string> names = {});
   Result<VerifyReport> Verify(int64_t step, VerifyMode mode);

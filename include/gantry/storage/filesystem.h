@@ -105,6 +105,11 @@ Status ReadExact(ReadableFile& file, uint64_t offset, void* dst, size_t bytes,
                  const std::string& path);
 // Creates `path`, writes `text`, syncs and closes it.
 Status WriteSmallFile(FileSystem& fs, const std::string& path, std::string_view text);
-Result<std::string> ReadSmallFile(FileSystem& fs, const std::string& path);
+// Reads a whole file; a file larger than `max_bytes` is DataLoss naming
+// `path` (nothing is allocated for it), so a corrupt or hostile file cannot
+// exhaust memory.
+inline constexpr uint64_t kDefaultSmallFileLimit = 256ull << 20;
+Result<std::string> ReadSmallFile(FileSystem& fs, const std::string& path,
+                                  uint64_t max_bytes = kDefaultSmallFileLimit);
 
 }  // namespace gantry::storage
