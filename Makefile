@@ -44,7 +44,7 @@ bench: build
 
 # libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
-FUZZERS := fuzz_units fuzz_config
+FUZZERS := fuzz_units fuzz_config fuzz_ckpt_format
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGANTRY_FUZZ=ON -DGANTRY_WITH_CUDA=OFF

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <ctime>
 #include <set>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace gantry::ckpt::internal {
 
@@ -149,16 +152,44 @@ Json ManifestToJson(const Manifest& m) {
 
 namespace {
 
+// Manifests and safetensors headers are untrusted. nlohmann's get<integer>()
+// converts a float or an out-of-range value with a plain cast (undefined
+// behaviour for 1e300, silent wrap for -1 into uint64_t), so every integer
+// goes through here; the throw is caught by the parser's try block and
+// becomes a DataLoss naming the file.
+template <typename T>
+T GetInt(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (std::in_range<T>(i)) return static_cast<T>(i);
+  } else {
+    throw std::invalid_argument("expected an integer, got " + v.dump());
+  }
+  throw std::out_of_range("integer " + v.dump() + " is out of range");
+}
+
+template <typename T>
+std::vector<T> GetInts(const Json& v) {
+  if (!v.is_array()) throw std::invalid_argument("expected an array of integers, got " + v.dump());
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (const Json& x : v) out.push_back(GetInt<T>(x));
+  return out;
+}
+
 Status ParseTensors(const Json& arr, const std::string& origin, std::vector<TensorEntry>* out) {
   if (!arr.is_array()) return DataLoss(origin + ": 'tensors' is not an array");
   for (const Json& t : arr) {
     TensorEntry e;
     e.name = t.at("name").get<std::string>();
     ASSIGN_OR_RETURN(e.dtype, ParseDType(t.at("dtype").get<std::string>()));
-    e.shape = t.at("shape").get<std::vector<int64_t>>();
-    e.shard = t.at("shard").get<int>();
-    e.offset = t.at("offset").get<uint64_t>();
-    e.length = t.at("length").get<uint64_t>();
+    e.shape = GetInts<int64_t>(t.at("shape"));
+    e.shard = GetInt<int>(t.at("shard"));
+    e.offset = GetInt<uint64_t>(t.at("offset"));
+    e.length = GetInt<uint64_t>(t.at("length"));
     for (const Json& c : t.at("chunks")) {
       e.chunks.push_back(std::stoull(c.get<std::string>(), nullptr, 16));
     }
@@ -176,18 +207,18 @@ Result<Manifest> ManifestFromJson(const Json& j, const std::string& origin) {
       return DataLoss(origin +
                       " is not a gantry checkpoint manifest (no \"format\": \"gantry-ckpt\")");
     }
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = GetInt<int>(j.at("format_version"));
     if (m.format_version > kFormatVersion) {
       return FailedPrecondition(origin + " has format version " + std::to_string(m.format_version) +
                                 " but this gantry reads up to " + std::to_string(kFormatVersion) +
                                 "; upgrade gantry");
     }
-    m.step = j.at("step").get<int64_t>();
+    m.step = GetInt<int64_t>(j.at("step"));
     m.created = j.at("created").get<std::string>();
-    m.created_unix_s = j.at("created_unix_s").get<int64_t>();
+    m.created_unix_s = GetInt<int64_t>(j.at("created_unix_s"));
     m.creator = j.at("creator").get<std::string>();
-    m.world_size = j.at("world_size").get<int>();
-    m.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
+    m.world_size = GetInt<int>(j.at("world_size"));
+    m.chunk_bytes = GetInt<uint64_t>(j.at("chunk_bytes"));
     if (m.chunk_bytes == 0 || m.chunk_bytes > kMaxChunkBytes) {
       return DataLoss(origin + ": chunk_bytes " + std::to_string(m.chunk_bytes) +
                       " is outside [1, " + std::to_string(kMaxChunkBytes) +
@@ -195,8 +226,8 @@ Result<Manifest> ManifestFromJson(const Json& j, const std::string& origin) {
     }
     m.metadata = j.at("metadata");
     for (const Json& s : j.at("shards")) {
-      m.shards.push_back({s.at("file").get<std::string>(), s.at("rank").get<int>(),
-                          s.at("bytes").get<uint64_t>()});
+      m.shards.push_back({s.at("file").get<std::string>(), GetInt<int>(s.at("rank")),
+                          GetInt<uint64_t>(s.at("bytes"))});
     }
     Status st = ParseTensors(j.at("tensors"), origin, &m.tensors);
     if (!st.ok()) return DataLoss(origin + ": " + st.message());
@@ -242,8 +273,8 @@ Status RankPartFromJson(const Json& j, const std::string& origin, ShardEntry* sh
                         std::vector<TensorEntry>* tensors) {
   try {
     const Json& s = j.at("shard");
-    *shard = {s.at("file").get<std::string>(), s.at("rank").get<int>(),
-              s.at("bytes").get<uint64_t>()};
+    *shard = {s.at("file").get<std::string>(), GetInt<int>(s.at("rank")),
+              GetInt<uint64_t>(s.at("bytes"))};
     Status st = ParseTensors(j.at("tensors"), origin, tensors);
     if (!st.ok()) return DataLoss(origin + ": " + st.message());
   } catch (const std::exception& e) {
@@ -307,8 +338,8 @@ Result<std::vector<SafetensorsEntry>> ReadSafetensorsHeader(storage::ReadableFil
       SafetensorsEntry e;
       e.name = it.key();
       ASSIGN_OR_RETURN(e.dtype, ParseDType(it->at("dtype").get<std::string>()));
-      e.shape = it->at("shape").get<std::vector<int64_t>>();
-      auto offs = it->at("data_offsets").get<std::vector<uint64_t>>();
+      e.shape = GetInts<int64_t>(it->at("shape"));
+      auto offs = GetInts<uint64_t>(it->at("data_offsets"));
       // Compared as `end > size - data_start`: `data_start + end` can wrap.
       if (offs.size() != 2 || offs[0] > offs[1] || size < *data_start ||
           offs[1] > size - *data_start) {

@@ -96,6 +96,29 @@ TEST(FormatTest, ManifestWithHugeChunkBytesIsDataLoss) {
   }
 }
 
+// Found by fuzz_ckpt_format: integers in a manifest that are floats, too big
+// for their field or negative where a size is meant were cast blindly.
+TEST(FormatTest, ManifestIntegersMustBeIntegersInRange) {
+  const std::vector<std::pair<std::string, Json>> cases = {
+      {"step", Json(1.79e87)},          {"world_size", Json(uint64_t{1} << 40)},
+      {"chunk_bytes", Json(-1)},        {"format_version", Json("1")},
+      {"created_unix_s", Json(0.5)},
+  };
+  for (const auto& [key, value] : cases) {
+    Json j = GoodManifest();
+    j[key] = value;
+    auto r = internal::ManifestFromJson(j, "m.json");
+    ASSERT_EQ(r.status().code(), StatusCode::kDataLoss) << key << "=" << value.dump();
+    EXPECT_NE(r.status().message().find("m.json"), std::string::npos) << r.status().message();
+  }
+  Json j = GoodManifest();
+  j["tensors"][0]["shape"] = Json::array({2.5});
+  EXPECT_EQ(internal::ManifestFromJson(j, "m.json").status().code(), StatusCode::kDataLoss);
+  j = GoodManifest();
+  j["tensors"][0]["offset"] = -4096;
+  EXPECT_EQ(internal::ManifestFromJson(j, "m.json").status().code(), StatusCode::kDataLoss);
+}
+
 TEST(FormatTest, ManifestTensorOutsideItsShardIsDataLossNamingIt) {
   Json j = GoodManifest();
   j["shards"][0]["bytes"] = 4096 + 11;
