@@ -142,11 +142,7 @@ TEST(ShortWriteTest, AWriteThatMakesNoProgressIsAnError) {
 TEST(DurabilityTest, OpenSyncsTheRootDirectory) {
   TempDir dir;
   storage::FaultInjectingFileSystem faulty(storage::LocalFileSystem());
-  FaultRule rule;
-  rule.op = FaultOp::kSyncDir;
-  rule.error = EIO;
-  rule.path_contains = dir.path();
-  faulty.AddRule(rule);
+  faulty.AddRule({.op = FaultOp::kSyncDir, .error = EIO, .path_contains = dir.path()});
   Options o;
   o.root = dir.path();
   o.run = "run";
@@ -160,11 +156,7 @@ TEST(DurabilityTest, OpenSyncsTheRootDirectory) {
 TEST(DurabilityTest, WriteSafetensorsSyncsTheParentAfterTheRename) {
   TempDir dir;
   storage::FaultInjectingFileSystem faulty(storage::LocalFileSystem());
-  FaultRule rule;
-  rule.op = FaultOp::kSyncDir;
-  rule.error = EIO;
-  rule.path_contains = dir.path();
-  faulty.AddRule(rule);
+  faulty.AddRule({.op = FaultOp::kSyncDir, .error = EIO, .path_contains = dir.path()});
   float x = 1;
   std::vector<TensorView> t = {{"x", DType::kF32, {1}, &x, 4}};
   const std::string path = dir.path() + "/out.safetensors";

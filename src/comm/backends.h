@@ -4,10 +4,15 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "gantry/comm/launch.h"
 
 namespace gantry::comm::internal {
+
+// A fresh shm session name ("<pid>-<random>"), unique across concurrent jobs on
+// one machine. Made once by whoever starts a group and shared with its ranks.
+std::string NewShmSessionName();
 
 // Under an MPI launcher: MPI_Init, build the communicator the backend asks for
 // (mpi, auto = shm within node + MPI across leaders, shm = single-node shm

@@ -47,13 +47,6 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
-std::string NewSession() {
-  std::random_device rd;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%d-%08x", static_cast<int>(getpid()), rd());
-  return buf;
-}
-
 // Pins the calling process to `cpu` and prefers memory on that CPU's node, so
 // the segments it creates are local to it.
 void PinTo(int cpu) {
@@ -276,7 +269,7 @@ Result<int> RunRanks(const LaunchOptions& options,
   }
 
   const bool pin = options.pin && cores >= ranks && !cpus.empty();
-  const std::string session = NewSession();
+  const std::string session = internal::NewShmSessionName();
   const pid_t parent = getpid();
   std::fflush(nullptr);  // or children would print the parent's buffered output again
   std::vector<pid_t> pids;
@@ -334,4 +327,14 @@ Result<int> RunRanks(const LaunchOptions& options,
   return code;
 }
 
+namespace internal {
+
+std::string NewShmSessionName() {
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%d-%08x", static_cast<int>(getpid()), rd());
+  return buf;
+}
+
+}  // namespace internal
 }  // namespace gantry::comm

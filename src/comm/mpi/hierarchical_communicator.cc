@@ -9,13 +9,12 @@
 // split into L slices lets each rail carry one slice between nodes in
 // parallel, so all of a node's cores (and NICs) share the inter-node work
 // instead of one leader doing it alone.
-#include <unistd.h>
 
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "../backends.h"
 #include "../reduce.h"
 #include "gantry/comm/shm.h"
 #include "mpi_communicator.h"
@@ -48,9 +47,7 @@ Result<std::string> AgreeOnSessionName(MPI_Comm comm) {
   GANTRY_MPI(MPI_Comm_rank, comm, &rank);
   char name[32] = {};
   if (rank == 0) {
-    std::random_device rd;
-    std::snprintf(name, sizeof name, "mpi%x-%08x", static_cast<unsigned>(getpid()),
-                  static_cast<unsigned>(rd()));
+    std::snprintf(name, sizeof name, "%s", NewShmSessionName().c_str());
   }
   GANTRY_MPI(MPI_Bcast, name, sizeof name, MPI_CHAR, 0, comm);
   return std::string(name);
