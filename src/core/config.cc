@@ -181,12 +181,23 @@ struct Config::Impl {
     for (;;) {
       size_t dot = key.find('.', start);
       std::string_view part = key.substr(start, dot == key.npos ? key.npos : dot - start);
-      if (!cur.IsMap()) return TypeError(cur, key.substr(0, start - 1), "a map");
       std::optional<YAML::Node> next;
-      for (const auto& entry : cur) {
-        if (entry.first.Scalar() == part) {
-          next.emplace(entry.second);
-          break;
+      if (cur.IsSequence()) {
+        // A numeric part indexes a list: "routes.0.prefix".
+        size_t index = 0;
+        auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+        if (ec != std::errc() || end != part.data() + part.size()) {
+          return TypeError(cur, key.substr(0, start - 1), "a map");
+        }
+        if (index >= cur.size()) return std::optional<YAML::Node>();
+        next.emplace(cur[index]);
+      } else {
+        if (!cur.IsMap()) return TypeError(cur, key.substr(0, start - 1), "a map");
+        for (const auto& entry : cur) {
+          if (entry.first.Scalar() == part) {
+            next.emplace(entry.second);
+            break;
+          }
         }
       }
       if (!next || next->IsNull()) return std::optional<YAML::Node>();
@@ -322,6 +333,24 @@ Result<std::vector<std::string>> Config::GetStringList(std::string_view key) con
     out.push_back(item.Scalar());
   }
   return out;
+}
+
+Result<size_t> Config::ListSize(std::string_view key) const {
+  ASSIGN_OR_RETURN(std::optional<YAML::Node> node, impl_->Find(key));
+  if (!node) return size_t{0};
+  if (!node->IsSequence()) return impl_->TypeError(*node, key, "a list");
+  return node->size();
+}
+
+bool Config::IsScalar(std::string_view key) const {
+  Result<std::optional<YAML::Node>> node = impl_->Find(key);
+  return node.ok() && node->has_value() && (*node)->IsScalar();
+}
+
+std::string Config::Locate(std::string_view key) const {
+  Result<std::optional<YAML::Node>> node = impl_->Find(key);
+  if (!node.ok() || !node->has_value()) return fmt::format("{}: key '{}'", impl_->origin, key);
+  return fmt::format("{}: key '{}'", impl_->At(**node), key);
 }
 
 Result<std::vector<std::string>> Config::Keys(std::string_view key) const {

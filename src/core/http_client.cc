@@ -356,7 +356,10 @@ Result<Response> DoGet(const Request& request, const Url& url) {
   if (request.deadline.count() <= 0) {
     return InvalidArgument("the deadline must be positive (got " + Millis(request.deadline) + ")");
   }
-  std::string wire = "GET " + url.target + " HTTP/1.1\r\nHost: " + HostPort(url) +
+  if (request.method.empty() || request.method.find_first_of(" \t\r\n") != std::string::npos) {
+    return InvalidArgument("bad request method '" + request.method + "'");
+  }
+  std::string wire = request.method + " " + url.target + " HTTP/1.1\r\nHost: " + HostPort(url) +
                      "\r\nUser-Agent: gantry/" GANTRY_VERSION
                      "\r\nAccept: */*\r\nConnection: close\r\n";
   for (const auto& [name, value] : request.headers) {
@@ -367,7 +370,11 @@ Result<Response> DoGet(const Request& request, const Url& url) {
     RETURN_IF_ERROR(ValidateHeaderPart(value, "value"));
     wire.append(name).append(": ").append(value).append("\r\n");
   }
+  if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
+    wire += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  }
   wire += "\r\n";
+  wire += request.body;
 
   const auto deadline = SteadyClock::now() + request.deadline;
   const std::string where = HostPort(url);
@@ -507,7 +514,14 @@ Result<Url> ParseUrl(std::string_view text) {
 }
 
 Result<Response> Get(const Request& request) {
-  const std::string context = "GET " + request.url;
+  Request get = request;
+  get.method = "GET";
+  get.body.clear();
+  return Send(get);
+}
+
+Result<Response> Send(const Request& request) {
+  const std::string context = request.method + " " + request.url;
   auto url = ParseUrl(request.url);
   if (!url.ok()) return url.status();
   auto resp = DoGet(request, *url);

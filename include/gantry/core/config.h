@@ -44,6 +44,14 @@ class Config {
   Result<std::chrono::nanoseconds> GetDuration(std::string_view key,
                                                std::chrono::nanoseconds fallback) const;
   Result<std::vector<std::string>> GetStringList(std::string_view key) const;
+  // Number of items of the list at `key` (0 when absent). A numeric part of a
+  // key indexes a list: "routes.0.prefix".
+  Result<size_t> ListSize(std::string_view key) const;
+  // True when `key` holds a scalar (string, number, bool).
+  bool IsScalar(std::string_view key) const;
+  // "file:line:col: key 'k'" for messages about a value that parsed but is
+  // wrong in context (an unknown backend name, a duplicate route).
+  std::string Locate(std::string_view key) const;
   // Keys of the map at `key` ("" for the top level); error if it is not a map.
   Result<std::vector<std::string>> Keys(std::string_view key) const;
   // Keys present in the file under `prefix` that are not in `known`: for

@@ -1,5 +1,5 @@
 // A minimal blocking HTTP/1.1 client for local metadata services such as Azure
-// IMDS (http://169.254.169.254): GET only, plain TCP (no TLS), numeric hosts
+// IMDS (http://169.254.169.254) and admin APIs: GET (and Send for others), plain TCP (no TLS), numeric hosts
 // only, one request per connection, one hard deadline for the whole exchange.
 //
 //   http::Request req{.url = "http://169.254.169.254/metadata/instance?api-version=2021-02-01",
@@ -39,6 +39,7 @@ Result<Url> ParseUrl(std::string_view url);
 using Header = std::pair<std::string, std::string>;
 
 struct Request {
+  std::string method = "GET";  // Send() only; Get() always sends GET
   std::string url;
   // Extra request headers, sent in order after Host, User-Agent, Accept and
   // Connection. Names and values must not contain CR or LF.
@@ -47,6 +48,8 @@ struct Request {
   std::chrono::milliseconds deadline{2000};
   // Bodies larger than this are refused (ResourceExhausted).
   uint64_t max_body_bytes = 16ull << 20;
+  // Request body for Send() (sent with Content-Length).
+  std::string body;
 };
 
 struct Response {
@@ -70,5 +73,9 @@ struct Response {
 //   ResourceExhausted headers over 64 KiB or body over max_body_bytes
 //   IoError           another socket error
 Result<Response> Get(const Request& request);
+
+// Like Get() with request.method and request.body (e.g. POST with a JSON body,
+// DELETE), for small admin APIs. Same errors.
+Result<Response> Send(const Request& request);
 
 }  // namespace gantry::http
