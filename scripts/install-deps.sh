@@ -16,9 +16,13 @@ PACKAGES=(
   # checkpoint Python module, its tests, examples/train_resume.py and bench/ckpt.sh
   python3-torch python3-numpy python3-pytest
   # checkpoint engine: XXH3 chunk checksums, SHA-256 manifests, fio as the disk limit in bench/ckpt.sh
-  libxxhash-dev libssl-dev fio
+  libxxhash-dev libssl-dev fio openssl
   # procps for ps/free in the doctor smoke test
   procps
+  # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)
+  libboost-dev libhiredis-dev libsqlite3-dev
+  # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool
+  redis-server nginx-light haproxy wrk prometheus
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -39,6 +39,13 @@ void RegisterDoctor(CLI::App& app, Action* action);
 // ckpt_cmd.cc: `gantry ckpt ls|show|verify|prune|plan|bench|export`.
 void RegisterCkpt(CLI::App& app, Action* action);
 
+// audit_cmd.cc: `gantry audit verify|keygen` (hash-chained audit logs).
+void RegisterAudit(CLI::App& app, Action* action);
+
+// gateway_cmd.cc: `gantry gateway [run] --config F`, `gantry gateway keys ...`,
+// `gantry gateway check`.
+void RegisterGateway(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".

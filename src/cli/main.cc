@@ -65,6 +65,8 @@ int Main(int argc, char** argv) {
   Action action;
   RegisterDoctor(app, &action);
   RegisterCkpt(app, &action);
+  RegisterGateway(app, &action);
+  RegisterAudit(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

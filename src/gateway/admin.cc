@@ -1,0 +1,200 @@
+// The admin API: API keys and usage. Runs on the worker that received the
+// request; the key store is SQLite and takes a few hundred microseconds per
+// write, which is fine for an operator's calls but is why it is never on the
+// proxy path.
+#include <fmt/format.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "internal.h"
+
+namespace gantry::gateway::internal {
+namespace {
+
+using nlohmann::json;
+
+LocalResponse Json(int status, const json& j) {
+  LocalResponse r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+json KeyJson(const security::ApiKeyInfo& k) {
+  return json{{"id", k.id},
+              {"name", k.name},
+              {"role", k.role},
+              {"created", k.created_unix},
+              {"expires", k.expires_unix},
+              {"revoked", k.revoked_unix}};
+}
+
+LocalResponse FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNotFound: return ErrorResponse(404, "not_found", s.message());
+    case StatusCode::kInvalidArgument: return ErrorResponse(400, "invalid_request", s.message());
+    case StatusCode::kFailedPrecondition: return ErrorResponse(409, "conflict", s.message());
+    default: return ErrorResponse(500, "internal", s.message());
+  }
+}
+
+bool Allowed(const Runtime& rt, const Identity& who, std::string_view action) {
+  for (const std::string& r : who.roles) {
+    if (rt.policy.Allowed(r, action, "*")) return true;
+  }
+  return false;
+}
+
+// Publishes the key table right away so a new key works on the next request
+// and a revoked one stops working, on every worker.
+void RepublishKeys(Shared& shared) {
+  Result<std::shared_ptr<const security::KeyTable>> t = shared.key_store->Snapshot();
+  if (t.ok()) {
+    shared.m.keys_loaded->Set(static_cast<double>((*t)->size()));
+    shared.Publish(nullptr, std::move(*t));
+  }
+}
+
+Result<json> ParseBody(std::string_view body) {
+  if (body.empty()) return json::object();
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("body must be a JSON object");
+  return j;
+}
+
+// "/admin/keys/<id>[/rotate]" -> id and the rest.
+bool SplitKeyPath(std::string_view path, std::string_view* id, std::string_view* rest) {
+  constexpr std::string_view kPrefix = "/admin/keys/";
+  if (!path.starts_with(kPrefix)) return false;
+  path.remove_prefix(kPrefix.size());
+  size_t slash = path.find('/');
+  *id = path.substr(0, slash);
+  *rest = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
+  return !id->empty();
+}
+
+std::string QueryValue(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    size_t eq = kv.find('=');
+    if (kv.substr(0, eq) == name && eq != std::string_view::npos) {
+      return std::string(kv.substr(eq + 1));
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who,
+                          const http::RequestHead& req, std::string_view body) {
+  std::string_view path = req.path;
+  std::string_view method = req.method;
+  int64_t now = static_cast<int64_t>(std::time(nullptr));
+
+  if (path == "/admin/usage") {
+    if (!Allowed(rt, who, "usage:read") && !Allowed(rt, who, "admin")) {
+      return ErrorResponse(403, "forbidden", "reading usage needs action 'usage:read' or 'admin'");
+    }
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+    std::string key = QueryValue(req.query, "key");
+    Status flushed = shared.limiter->Flush();
+    (void)flushed;  // usage is read from memory too; a failed flush only delays persistence
+    Result<std::vector<UsageRow>> rows = shared.limiter->Usage(key.empty() ? "" : "key:" + key);
+    if (!rows.ok()) return FromStatus(rows.status());
+    json out = json::array();
+    for (const UsageRow& r : *rows) {
+      out.push_back(
+          {{"subject", r.subject}, {"period", r.period}, {"calls", r.calls}, {"tokens", r.tokens}});
+    }
+    return Json(200, json{{"usage", out}});
+  }
+
+  if (!Allowed(rt, who, "admin")) {
+    return ErrorResponse(403, "forbidden", "the admin API needs a role with action 'admin'");
+  }
+
+  if (path == "/admin/keys") {
+    if (method == "GET") {
+      Result<std::vector<security::ApiKeyInfo>> keys = shared.key_store->List();
+      if (!keys.ok()) return FromStatus(keys.status());
+      json out = json::array();
+      for (const auto& k : *keys) out.push_back(KeyJson(k));
+      return Json(200, json{{"keys", out}});
+    }
+    if (method == "POST") {
+      Result<json> j = ParseBody(body);
+      if (!j.ok()) return FromStatus(j.status());
+      for (const char* field : {"name", "role"}) {
+        if (j->contains(field) && !(*j)[field].is_string()) {
+          return ErrorResponse(400, "invalid_request", fmt::format("`{}` must be a string", field));
+        }
+      }
+      std::string name = j->contains("name") ? (*j)["name"].get<std::string>() : "";
+      std::string role = j->contains("role") ? (*j)["role"].get<std::string>() : "";
+      int64_t expires_in = 0;
+      if (j->contains("expires_in_s")) {
+        if (!(*j)["expires_in_s"].is_number_integer() || (*j)["expires_in_s"].get<int64_t>() < 0) {
+          return ErrorResponse(400, "invalid_request", "expires_in_s must be a non-negative integer");
+        }
+        expires_in = (*j)["expires_in_s"].get<int64_t>();
+      }
+      if (name.empty() || role.empty()) {
+        return ErrorResponse(400, "invalid_request", "name and role are required");
+      }
+      if (!rt.policy.HasRole(role)) {
+        return ErrorResponse(400, "invalid_request",
+                             fmt::format("role '{}' is not defined in the config's roles", role));
+      }
+      auto created = shared.key_store->Create(name, role, expires_in > 0 ? now + expires_in : 0, now);
+      if (!created.ok()) return FromStatus(created.status());
+      RepublishKeys(shared);
+      json out = KeyJson(created->first);
+      out["key"] = created->second;
+      return Json(201, out);
+    }
+    return ErrorResponse(405, "method_not_allowed", "use GET or POST");
+  }
+
+  std::string_view id, rest;
+  if (SplitKeyPath(path, &id, &rest)) {
+    if (rest.empty() && method == "DELETE") {
+      Status s = shared.key_store->Revoke(id, now);
+      if (!s.ok()) return FromStatus(s);
+      RepublishKeys(shared);
+      return Json(200, json{{"id", std::string(id)}, {"revoked", now}});
+    }
+    if (rest.empty() && method == "GET") {
+      Result<security::ApiKeyInfo> k = shared.key_store->Get(id);
+      if (!k.ok()) return FromStatus(k.status());
+      return Json(200, KeyJson(*k));
+    }
+    if (rest == "/rotate" && method == "POST") {
+      Result<json> j = ParseBody(body);
+      if (!j.ok()) return FromStatus(j.status());
+      int64_t grace = 0;
+      if (j->contains("grace_s")) {
+        if (!(*j)["grace_s"].is_number_integer()) {
+          return ErrorResponse(400, "invalid_request", "grace_s must be an integer");
+        }
+        grace = (*j)["grace_s"].get<int64_t>();
+      }
+      auto rotated = shared.key_store->Rotate(id, grace, now);
+      if (!rotated.ok()) return FromStatus(rotated.status());
+      RepublishKeys(shared);
+      json out = KeyJson(rotated->first);
+      out["key"] = rotated->second;
+      out["replaces"] = std::string(id);
+      return Json(201, out);
+    }
+    return ErrorResponse(405, "method_not_allowed",
+                         "use GET or DELETE /admin/keys/{id}, POST /admin/keys/{id}/rotate");
+  }
+  return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {}", path));
+}
+
+}  // namespace gantry::gateway::internal

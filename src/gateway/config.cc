@@ -1,0 +1,423 @@
+#include "gantry/gateway/config.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <thread>
+
+#include "gantry/core/config.h"
+#include "gantry/core/http_client.h"
+#include "gantry/core/json.h"
+
+namespace gantry::gateway {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::chrono::milliseconds Ms(std::chrono::nanoseconds d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const Config& cfg, std::string_view key,
+                                                       std::string_view text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return InvalidArgument(fmt::format("{}: expected host:port such as 127.0.0.1:8080, got '{}'",
+                                       cfg.Locate(key), text));
+  }
+  std::string host(text.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
+    return InvalidArgument(
+        fmt::format("{}: port must be a number 0-65535, got '{}'", cfg.Locate(key), port_text));
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+// Paths in the config are relative to the config file's folder.
+std::string Resolve(const std::string& origin, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute() || path == ":memory:") return path;
+  fs::path base = fs::path(origin).parent_path();
+  return (base / path).string();
+}
+
+Result<std::string> ReadKeyFile(const Config& cfg, std::string_view key, const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return InvalidArgument(fmt::format("{}: cannot read '{}': {}", cfg.Locate(key), path,
+                                       text.status().message()));
+  }
+  return text;
+}
+
+Result<Protocol> ParseProtocol(const Config& cfg, std::string_view key, const std::string& v) {
+  if (v == "openai") return Protocol::kOpenAi;
+  if (v == "kserve") return Protocol::kKserve;
+  if (v == "http") return Protocol::kHttp;
+  return InvalidArgument(
+      fmt::format("{}: unknown protocol '{}' (use openai, kserve or http)", cfg.Locate(key), v));
+}
+
+Result<size_t> FindBackend(const Config& cfg, std::string_view key, const GatewayConfig& gw,
+                           const std::string& name) {
+  std::string names;
+  for (size_t i = 0; i < gw.backends.size(); ++i) {
+    if (gw.backends[i].name == name) return i;
+    names += (names.empty() ? "" : ", ") + gw.backends[i].name;
+  }
+  return InvalidArgument(fmt::format("{}: unknown backend '{}' (backends: {})", cfg.Locate(key),
+                                     name, names.empty() ? "none defined" : names));
+}
+
+Status ParseLimits(const Config& cfg, ServerLimits* l) {
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "limits", {"max_header_bytes", "max_body_bytes", "header_timeout", "body_timeout",
+                 "idle_timeout", "send_timeout", "upstream_connect_timeout", "upstream_timeout",
+                 "max_connections"}));
+  ASSIGN_OR_RETURN(l->max_header_bytes, cfg.GetSize("limits.max_header_bytes", l->max_header_bytes));
+  ASSIGN_OR_RETURN(l->max_body_bytes, cfg.GetSize("limits.max_body_bytes", l->max_body_bytes));
+  if (l->max_header_bytes < 1024 || l->max_header_bytes > (1u << 20)) {
+    return InvalidArgument(fmt::format("{}: must be between 1KiB and 1MiB",
+                                       cfg.Locate("limits.max_header_bytes")));
+  }
+  struct D {
+    const char* key;
+    std::chrono::milliseconds* out;
+  } durations[] = {{"limits.header_timeout", &l->header_timeout},
+                   {"limits.body_timeout", &l->body_timeout},
+                   {"limits.idle_timeout", &l->idle_timeout},
+                   {"limits.send_timeout", &l->send_timeout},
+                   {"limits.upstream_connect_timeout", &l->upstream_connect_timeout},
+                   {"limits.upstream_timeout", &l->upstream_timeout}};
+  for (const D& d : durations) {
+    ASSIGN_OR_RETURN(auto v, cfg.GetDuration(d.key, *d.out));
+    if (v.count() <= 0) return InvalidArgument(fmt::format("{}: must be positive", cfg.Locate(d.key)));
+    *d.out = Ms(v);
+    if (d.out->count() == 0) *d.out = std::chrono::milliseconds(1);
+  }
+  ASSIGN_OR_RETURN(int64_t maxc, cfg.GetInt("limits.max_connections",
+                                            static_cast<int64_t>(l->max_connections)));
+  if (maxc < 1) {
+    return InvalidArgument(fmt::format("{}: must be at least 1", cfg.Locate("limits.max_connections")));
+  }
+  l->max_connections = static_cast<uint64_t>(maxc);
+  return Status::Ok();
+}
+
+Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("backends"));
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("backends.{}", i);
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "url", "max_idle"}));
+    BackendConfig b;
+    ASSIGN_OR_RETURN(b.name, cfg.GetString(k + ".name", ""));
+    ASSIGN_OR_RETURN(std::string url, cfg.GetString(k + ".url", ""));
+    if (b.name.empty()) return InvalidArgument(fmt::format("{}: a backend needs a name", cfg.Locate(k)));
+    for (const BackendConfig& other : gw->backends) {
+      if (other.name == b.name) {
+        return InvalidArgument(
+            fmt::format("{}: backend name '{}' is used twice", cfg.Locate(k + ".name"), b.name));
+      }
+    }
+    Result<http::Url> u = http::ParseUrl(url);
+    if (!u.ok()) {
+      return InvalidArgument(fmt::format("{}: {}", cfg.Locate(k + ".url"), u.status().message()));
+    }
+    if (u->target != "/") {
+      return InvalidArgument(fmt::format(
+          "{}: a backend URL is scheme://host:port only; put paths in routes", cfg.Locate(k + ".url")));
+    }
+    b.host = u->host;
+    b.port = u->port;
+    b.host_header = u->host.find(':') != std::string::npos
+                        ? fmt::format("[{}]:{}", u->host, u->port)
+                        : fmt::format("{}:{}", u->host, u->port);
+    ASSIGN_OR_RETURN(int64_t idle, cfg.GetInt(k + ".max_idle", b.max_idle));
+    if (idle < 0 || idle > 100000) {
+      return InvalidArgument(fmt::format("{}: must be 0-100000", cfg.Locate(k + ".max_idle")));
+    }
+    b.max_idle = static_cast<uint32_t>(idle);
+    gw->backends.push_back(std::move(b));
+  }
+  return Status::Ok();
+}
+
+Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("routes"));
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("routes.{}", i);
+    RETURN_IF_ERROR(
+        cfg.CheckKnownKeys(k, {"name", "path", "prefix", "protocol", "backend", "models", "auth"}));
+    RouteConfig r;
+    ASSIGN_OR_RETURN(r.path, cfg.GetString(k + ".path", ""));
+    ASSIGN_OR_RETURN(r.prefix, cfg.GetString(k + ".prefix", ""));
+    if (r.path.empty() == r.prefix.empty()) {
+      return InvalidArgument(
+          fmt::format("{}: a route needs exactly one of 'path' (exact) or 'prefix'", cfg.Locate(k)));
+    }
+    const std::string& p = r.path.empty() ? r.prefix : r.path;
+    if (p.front() != '/') {
+      return InvalidArgument(fmt::format("{}: must start with '/', got '{}'",
+                                         cfg.Locate(k + (r.path.empty() ? ".prefix" : ".path")), p));
+    }
+    ASSIGN_OR_RETURN(r.name, cfg.GetString(k + ".name", p));
+    ASSIGN_OR_RETURN(std::string proto, cfg.GetString(k + ".protocol", "http"));
+    ASSIGN_OR_RETURN(r.protocol, ParseProtocol(cfg, k + ".protocol", proto));
+    ASSIGN_OR_RETURN(std::string backend, cfg.GetString(k + ".backend", ""));
+    if (backend.empty()) {
+      return InvalidArgument(fmt::format("{}: a route needs a backend", cfg.Locate(k)));
+    }
+    ASSIGN_OR_RETURN(r.backend, FindBackend(cfg, k + ".backend", *gw, backend));
+    ASSIGN_OR_RETURN(std::string auth, cfg.GetString(k + ".auth", "required"));
+    if (auth != "required" && auth != "none") {
+      return InvalidArgument(
+          fmt::format("{}: must be 'required' or 'none', got '{}'", cfg.Locate(k + ".auth"), auth));
+    }
+    r.auth_required = auth == "required";
+    ASSIGN_OR_RETURN(size_t m, cfg.ListSize(k + ".models"));
+    if (m > 0 && r.protocol == Protocol::kHttp) {
+      return InvalidArgument(fmt::format(
+          "{}: model routing needs protocol openai or kserve (http routes carry no model name)",
+          cfg.Locate(k + ".models")));
+    }
+    for (size_t j = 0; j < m; ++j) {
+      std::string mk = fmt::format("{}.models.{}", k, j);
+      RETURN_IF_ERROR(cfg.CheckKnownKeys(mk, {"match", "backend"}));
+      ModelRoute mr;
+      ASSIGN_OR_RETURN(mr.match, cfg.GetString(mk + ".match", ""));
+      if (mr.match.empty()) return InvalidArgument(fmt::format("{}: needs 'match'", cfg.Locate(mk)));
+      ASSIGN_OR_RETURN(std::string mb, cfg.GetString(mk + ".backend", backend));
+      ASSIGN_OR_RETURN(mr.backend, FindBackend(cfg, mk + ".backend", *gw, mb));
+      r.models.push_back(std::move(mr));
+    }
+    gw->routes.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+Status ParseAuth(const Config& cfg, GatewayConfig* gw) {
+  RETURN_IF_ERROR(cfg.CheckKnownKeys("auth", {"api_keys", "jwt", "forward_credentials"}));
+  ASSIGN_OR_RETURN(gw->api_keys, cfg.GetBool("auth.api_keys", true));
+  ASSIGN_OR_RETURN(gw->forward_credentials, cfg.GetBool("auth.forward_credentials", false));
+  if (!cfg.Has("auth.jwt")) return Status::Ok();
+  RETURN_IF_ERROR(cfg.CheckKnownKeys("auth.jwt",
+                                     {"issuer", "audience", "role_claim", "leeway", "keys"}));
+  security::JwtOptions o;
+  ASSIGN_OR_RETURN(o.issuer, cfg.GetString("auth.jwt.issuer", ""));
+  if (cfg.IsScalar("auth.jwt.audience")) {
+    ASSIGN_OR_RETURN(std::string aud, cfg.GetString("auth.jwt.audience", ""));
+    o.audiences.push_back(aud);
+  } else {
+    ASSIGN_OR_RETURN(o.audiences, cfg.GetStringList("auth.jwt.audience"));
+  }
+  ASSIGN_OR_RETURN(o.role_claim, cfg.GetString("auth.jwt.role_claim", "role"));
+  ASSIGN_OR_RETURN(auto leeway, cfg.GetDuration("auth.jwt.leeway", std::chrono::seconds(30)));
+  o.leeway_s = std::chrono::duration_cast<std::chrono::seconds>(leeway).count();
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("auth.jwt.keys"));
+  if (n == 0) {
+    return InvalidArgument(fmt::format("{}: jwt needs at least one key", cfg.Locate("auth.jwt")));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("auth.jwt.keys.{}", i);
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"alg", "kid", "secret_file", "public_key_file"}));
+    security::JwtKey key;
+    ASSIGN_OR_RETURN(key.alg, cfg.GetString(k + ".alg", ""));
+    ASSIGN_OR_RETURN(key.kid, cfg.GetString(k + ".kid", ""));
+    ASSIGN_OR_RETURN(std::string secret_file, cfg.GetString(k + ".secret_file", ""));
+    ASSIGN_OR_RETURN(std::string pub_file, cfg.GetString(k + ".public_key_file", ""));
+    if (key.alg == "HS256") {
+      if (secret_file.empty()) {
+        return InvalidArgument(fmt::format("{}: HS256 needs secret_file", cfg.Locate(k)));
+      }
+      ASSIGN_OR_RETURN(key.secret,
+                       ReadKeyFile(cfg, k + ".secret_file", Resolve(gw->source, secret_file)));
+      // A trailing newline from `echo secret > file` is not part of the secret.
+      while (!key.secret.empty() && (key.secret.back() == '\n' || key.secret.back() == '\r')) {
+        key.secret.pop_back();
+      }
+    } else if (key.alg == "RS256" || key.alg == "ES256") {
+      if (pub_file.empty()) {
+        return InvalidArgument(fmt::format("{}: {} needs public_key_file", cfg.Locate(k), key.alg));
+      }
+      ASSIGN_OR_RETURN(key.public_pem,
+                       ReadKeyFile(cfg, k + ".public_key_file", Resolve(gw->source, pub_file)));
+    } else {
+      return InvalidArgument(fmt::format("{}: alg must be HS256, RS256 or ES256, got '{}'",
+                                         cfg.Locate(k + ".alg"), key.alg));
+    }
+    o.keys.push_back(std::move(key));
+  }
+  // Build once here so that a bad key fails the load, not the first request.
+  Result<std::unique_ptr<security::JwtVerifier>> v = security::JwtVerifier::Create(o);
+  if (!v.ok()) {
+    return InvalidArgument(fmt::format("{}: {}", cfg.Locate("auth.jwt"), v.status().message()));
+  }
+  gw->jwt = std::move(o);
+  return Status::Ok();
+}
+
+Status ParseRoles(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, cfg.Keys("roles"));
+  for (const std::string& name : names) {
+    std::string k = "roles." + name;
+    security::Role role;
+    role.name = name;
+    ASSIGN_OR_RETURN(size_t n, cfg.ListSize(k));
+    for (size_t i = 0; i < n; ++i) {
+      std::string pk = fmt::format("{}.{}", k, i);
+      security::Permission p;
+      if (cfg.IsScalar(pk)) {
+        ASSIGN_OR_RETURN(p.action, cfg.GetString(pk, ""));
+      } else {
+        RETURN_IF_ERROR(cfg.CheckKnownKeys(pk, {"action", "resource"}));
+        ASSIGN_OR_RETURN(p.action, cfg.GetString(pk + ".action", ""));
+        ASSIGN_OR_RETURN(p.resource, cfg.GetString(pk + ".resource", "*"));
+      }
+      if (p.action.empty()) {
+        return InvalidArgument(fmt::format("{}: a permission needs an action", cfg.Locate(pk)));
+      }
+      role.permissions.push_back(std::move(p));
+    }
+    gw->roles.push_back(std::move(role));
+  }
+  Result<security::Policy> policy = security::Policy::Create(gw->roles);
+  if (!policy.ok()) {
+    return InvalidArgument(fmt::format("{}: {}", cfg.Locate("roles"), policy.status().message()));
+  }
+  return Status::Ok();
+}
+
+Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("rate_limits"));
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("rate_limits.{}", i);
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(
+        k, {"scope", "match", "requests", "per", "burst", "tokens_per_minute"}));
+    RateLimitRule r;
+    ASSIGN_OR_RETURN(r.scope, cfg.GetString(k + ".scope", "key"));
+    ASSIGN_OR_RETURN(r.match, cfg.GetString(k + ".match", "*"));
+    ASSIGN_OR_RETURN(r.requests, cfg.GetDouble(k + ".requests", 0));
+    ASSIGN_OR_RETURN(auto per, cfg.GetDuration(k + ".per", std::chrono::seconds(60)));
+    r.per_s = std::chrono::duration<double>(per).count();
+    ASSIGN_OR_RETURN(r.burst, cfg.GetDouble(k + ".burst", 0));
+    ASSIGN_OR_RETURN(r.tokens_per_minute, cfg.GetDouble(k + ".tokens_per_minute", 0));
+    gw->limiter.rate_limits.push_back(std::move(r));
+  }
+  ASSIGN_OR_RETURN(n, cfg.ListSize("quotas"));
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("quotas.{}", i);
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"scope", "match", "calls_per_day", "calls_per_month",
+                                           "tokens_per_day", "tokens_per_month"}));
+    QuotaRule q;
+    ASSIGN_OR_RETURN(q.scope, cfg.GetString(k + ".scope", "key"));
+    ASSIGN_OR_RETURN(q.match, cfg.GetString(k + ".match", "*"));
+    ASSIGN_OR_RETURN(q.calls_per_day, cfg.GetInt(k + ".calls_per_day", 0));
+    ASSIGN_OR_RETURN(q.calls_per_month, cfg.GetInt(k + ".calls_per_month", 0));
+    ASSIGN_OR_RETURN(q.tokens_per_day, cfg.GetInt(k + ".tokens_per_day", 0));
+    ASSIGN_OR_RETURN(q.tokens_per_month, cfg.GetInt(k + ".tokens_per_month", 0));
+    gw->limiter.quotas.push_back(std::move(q));
+  }
+  if (cfg.Has("redis")) {
+    RETURN_IF_ERROR(cfg.CheckKnownKeys("redis", {"address", "timeout", "failure_mode", "prefix"}));
+    RedisOptions r;
+    ASSIGN_OR_RETURN(std::string addr, cfg.GetString("redis.address", "127.0.0.1:6379"));
+    ASSIGN_OR_RETURN(auto hp, ParseHostPort(cfg, "redis.address", addr));
+    r.host = hp.first;
+    r.port = hp.second;
+    ASSIGN_OR_RETURN(auto t, cfg.GetDuration("redis.timeout", std::chrono::milliseconds(20)));
+    r.timeout_s = std::chrono::duration<double>(t).count();
+    ASSIGN_OR_RETURN(std::string mode, cfg.GetString("redis.failure_mode", "open"));
+    if (mode != "open" && mode != "closed") {
+      return InvalidArgument(fmt::format("{}: must be 'open' or 'closed', got '{}'",
+                                         cfg.Locate("redis.failure_mode"), mode));
+    }
+    r.fail_closed = mode == "closed";
+    ASSIGN_OR_RETURN(r.prefix, cfg.GetString("redis.prefix", "gantry:"));
+    gw->limiter.redis = std::move(r);
+  }
+  gw->limiter.state_path = gw->state_path;
+  Status s = Limiter::Validate(gw->limiter);
+  if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", gw->source, s.message()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ProtocolName(Protocol p) {
+  switch (p) {
+    case Protocol::kOpenAi: return "openai";
+    case Protocol::kKserve: return "kserve";
+    case Protocol::kHttp: return "http";
+  }
+  return "http";
+}
+
+Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::string& origin) {
+  ASSIGN_OR_RETURN(Config cfg, Config::LoadString(yaml, origin));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "", {"listen", "workers", "tls", "limits", "backends", "routes", "state", "auth", "roles",
+           "rate_limits", "quotas", "redis", "audit"}));
+  GatewayConfig gw;
+  gw.source = origin;
+  ASSIGN_OR_RETURN(std::string listen, cfg.GetString("listen", "127.0.0.1:8080"));
+  ASSIGN_OR_RETURN(auto hp, ParseHostPort(cfg, "listen", listen));
+  gw.listen_host = hp.first;
+  gw.listen_port = hp.second;
+  ASSIGN_OR_RETURN(int64_t workers, cfg.GetInt("workers", 0));
+  if (workers < 0 || workers > 1024) {
+    return InvalidArgument(fmt::format("{}: must be 0 (one per CPU) to 1024", cfg.Locate("workers")));
+  }
+  gw.workers = static_cast<int>(workers);
+  if (gw.workers == 0) gw.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cfg.Has("tls")) {
+    RETURN_IF_ERROR(cfg.CheckKnownKeys("tls", {"cert", "key"}));
+    ASSIGN_OR_RETURN(gw.tls.cert_path, cfg.GetString("tls.cert", ""));
+    ASSIGN_OR_RETURN(gw.tls.key_path, cfg.GetString("tls.key", ""));
+    if (gw.tls.cert_path.empty() || gw.tls.key_path.empty()) {
+      return InvalidArgument(fmt::format("{}: tls needs both cert and key", cfg.Locate("tls")));
+    }
+    gw.tls.cert_path = Resolve(origin, gw.tls.cert_path);
+    gw.tls.key_path = Resolve(origin, gw.tls.key_path);
+  }
+  RETURN_IF_ERROR(ParseLimits(cfg, &gw.limits));
+  RETURN_IF_ERROR(ParseBackends(cfg, &gw));
+  RETURN_IF_ERROR(ParseRoutes(cfg, &gw));
+  ASSIGN_OR_RETURN(gw.state_path, cfg.GetString("state", "gateway.db"));
+  gw.state_path = Resolve(origin, gw.state_path);
+  RETURN_IF_ERROR(ParseAuth(cfg, &gw));
+  RETURN_IF_ERROR(ParseRoles(cfg, &gw));
+  RETURN_IF_ERROR(ParseRateLimits(cfg, &gw));
+  if (cfg.Has("audit")) {
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(
+        "audit", {"path", "signing_key", "checkpoint_every", "checkpoint_interval"}));
+    ASSIGN_OR_RETURN(gw.audit.path, cfg.GetString("audit.path", ""));
+    if (gw.audit.path.empty()) {
+      return InvalidArgument(fmt::format("{}: audit needs a path", cfg.Locate("audit")));
+    }
+    gw.audit.path = Resolve(origin, gw.audit.path);
+    ASSIGN_OR_RETURN(gw.audit.signing_key_path, cfg.GetString("audit.signing_key", ""));
+    gw.audit.signing_key_path = Resolve(origin, gw.audit.signing_key_path);
+    ASSIGN_OR_RETURN(int64_t every, cfg.GetInt("audit.checkpoint_every", 1000));
+    if (every < 1) {
+      return InvalidArgument(
+          fmt::format("{}: must be at least 1", cfg.Locate("audit.checkpoint_every")));
+    }
+    gw.audit.checkpoint_every = static_cast<uint64_t>(every);
+    ASSIGN_OR_RETURN(auto iv, cfg.GetDuration("audit.checkpoint_interval", std::chrono::seconds(10)));
+    gw.audit.checkpoint_interval_s = std::chrono::duration<double>(iv).count();
+  }
+  return gw;
+}
+
+Result<GatewayConfig> LoadGatewayConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseGatewayConfig(text, path);
+}
+
+}  // namespace gantry::gateway

@@ -1,0 +1,100 @@
+// Pieces of the gateway shared by server.cc (listeners, sessions, proxy) and
+// admin.cc (the admin API). Not a public interface.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gantry/core/http_parser.h"
+#include "gantry/core/metrics.h"
+#include "gantry/gateway/config.h"
+#include "gantry/gateway/limits.h"
+#include "gantry/security/audit.h"
+#include "gantry/security/jwt.h"
+#include "gantry/security/key_store.h"
+#include "gantry/security/rbac.h"
+
+namespace gantry::gateway::internal {
+
+// Everything derived from one configuration; immutable once published, so
+// workers read it without locks. A reload publishes a new one.
+struct Runtime {
+  GatewayConfig config;
+  security::Policy policy;
+  std::unique_ptr<security::JwtVerifier> jwt;  // null when JWT is off
+};
+
+// Metric handles that do not depend on per-request labels.
+struct Metrics {
+  metrics::Histogram* request_seconds = nullptr;
+  metrics::Gauge* active_connections = nullptr;
+  metrics::Counter* connections_total = nullptr;
+  metrics::Counter* connections_rejected = nullptr;
+  metrics::Gauge* redis_up = nullptr;
+  metrics::Gauge* redis_configured = nullptr;
+  metrics::Counter* redis_errors = nullptr;
+  metrics::Counter* audit_records = nullptr;
+  metrics::Counter* audit_dropped = nullptr;
+  metrics::Counter* reloads_ok = nullptr;
+  metrics::Counter* reloads_failed = nullptr;
+  metrics::Gauge* keys_loaded = nullptr;
+  metrics::Counter* tls_handshake_errors = nullptr;
+};
+
+// Process-wide state, shared by all workers. Thread-safe as noted.
+struct Shared {
+  std::mutex mu;                               // guards runtime, keys
+  std::shared_ptr<const Runtime> runtime;
+  std::shared_ptr<const security::KeyTable> keys;
+  std::atomic<uint64_t> generation{1};         // bumped when runtime or keys change
+
+  std::unique_ptr<security::KeyStore> key_store;  // internally locked
+  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<security::AuditLog> audit;   // null when audit is off
+  metrics::Registry registry;
+  Metrics m;
+  std::atomic<int64_t> connections{0};
+  std::atomic<bool> draining{false};
+  std::string instance;                        // random hex, prefix of request ids
+
+  void Publish(std::shared_ptr<const Runtime> rt, std::shared_ptr<const security::KeyTable> kt) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (rt) runtime = std::move(rt);
+    if (kt) keys = std::move(kt);
+    generation.fetch_add(1, std::memory_order_release);
+  }
+};
+
+// Who is calling, once authenticated.
+struct Identity {
+  std::string kind;  // "api_key", "jwt", "anonymous"
+  std::string key_id;  // API key id, or JWT subject
+  std::vector<std::string> roles;
+};
+
+// A response produced inside the gateway (errors, admin API, health).
+struct LocalResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// {"error":{"code":...,"message":...,"type":...}} — the OpenAI error shape,
+// which clients of OpenAI-compatible servers already parse.
+LocalResponse ErrorResponse(int status, std::string_view code, std::string_view message);
+
+// Escapes `s` as the inside of a JSON string.
+void AppendJsonEscaped(std::string_view s, std::string* out);
+
+// admin.cc: handles /admin/... for an authenticated identity. `req` and
+// `body` are the client's request.
+LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who,
+                          const http::RequestHead& req, std::string_view body);
+
+}  // namespace gantry::gateway::internal
