@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <tuple>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -96,11 +97,14 @@ namespace {
 
 constexpr size_t kWriteBlock = 16u << 20;  // large aligned writes keep the device busy
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
-// Loads read pieces of this size on up to kLoadThreads threads, more than
-// there are cores: an uncached read waits on the device, and several
-// outstanding reads keep it busy where one (with the kernel's small
-// readahead) would not.
-constexpr size_t kLoadPiece = 32u << 20;
+// Loads split the bytes to read into kLoadThreads contiguous ranges, one per
+// thread, each read front to back in pieces of about kLoadPiece through the
+// thread's own file descriptors. More threads than cores: an uncached read
+// waits on the device. Own descriptors and contiguous ranges: the kernel keeps
+// readahead state per open file, and threads taking turns on one descriptor
+// look random to it (measured on a virtio disk: 0.55 GB/s that way, 2.1-2.4
+// GB/s with a range and a descriptor per thread, dd 2.0 GB/s).
+constexpr size_t kLoadPiece = 8u << 20;
 constexpr size_t kLoadThreads = 8;
 
 size_t RoundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -812,12 +816,12 @@ class CheckpointManager::Impl {
     struct Piece {
       const TensorEntry* entry;
       char* dst;
-      storage::ReadableFile* file;
+      int shard;
       const std::string* path;
       size_t first_chunk, end_chunk;
       size_t global;  // index of first_chunk among all chunks (sample mode)
+      uint64_t bytes;
     };
-    std::map<int, std::unique_ptr<storage::ReadableFile>> files;
     std::map<int, std::string> paths;
     std::vector<Piece> pieces;
     const size_t chunks_per_piece = std::max<size_t>(1, kLoadPiece / m.chunk_bytes);
@@ -827,9 +831,10 @@ class CheckpointManager::Impl {
         global += t.chunks.size();
         continue;
       }
-      if (!files.count(t.shard)) {
+      if (!paths.count(t.shard)) {
         paths[t.shard] = StepDir(step) + "/" + m.shards[t.shard].file;
-        ASSIGN_OR_RETURN(files[t.shard], fs_.Open(paths[t.shard]));
+        // Opened here once so that a missing shard fails before any thread starts.
+        ASSIGN_OR_RETURN(std::unique_ptr<storage::ReadableFile> probe, fs_.Open(paths[t.shard]));
       }
       Tensor tensor;
       tensor.name = t.name;
@@ -838,22 +843,56 @@ class CheckpointManager::Impl {
       ASSIGN_OR_RETURN(tensor.data, AlignedBuffer::Allocate(t.length));
       char* dst = static_cast<char*>(tensor.data.data());
       for (size_t c = 0; c < t.chunks.size(); c += chunks_per_piece) {
-        pieces.push_back({&t, dst, files[t.shard].get(), &paths[t.shard], c,
-                          std::min(t.chunks.size(), c + chunks_per_piece), global + c});
+        size_t e = std::min(t.chunks.size(), c + chunks_per_piece);
+        uint64_t bytes = std::min<uint64_t>(e * m.chunk_bytes, t.length) - c * m.chunk_bytes;
+        pieces.push_back({&t, dst, t.shard, &paths[t.shard], c, e, global + c, bytes});
       }
       global += t.chunks.size();
       out.tensors.push_back(std::move(tensor));
     }
-    std::atomic<size_t> next{0};
+    // File order, so that each thread's range is one sequential stream.
+    std::sort(pieces.begin(), pieces.end(), [&m](const Piece& a, const Piece& b) {
+      uint64_t ao = a.entry->offset + a.first_chunk * m.chunk_bytes;
+      uint64_t bo = b.entry->offset + b.first_chunk * m.chunk_bytes;
+      return std::tie(a.shard, ao) < std::tie(b.shard, bo);
+    });
+    size_t threads = std::min<size_t>({pieces.size(), kLoadThreads});
+    uint64_t total = 0;
+    for (const Piece& p : pieces) total += p.bytes;
+    // Range k is the pieces whose start falls in bytes [k*total/T, (k+1)*total/T).
+    std::vector<size_t> bounds(threads + 1, pieces.size());
+    bounds[0] = 0;
+    {
+      uint64_t seen = 0;
+      size_t k = 1;
+      for (size_t i = 0; i < pieces.size() && k < threads; ++i) {
+        while (k < threads && seen >= total * k / threads) bounds[k++] = i;
+        seen += pieces[i].bytes;
+      }
+      for (; k < threads; ++k) bounds[k] = pieces.size();
+    }
+    std::atomic<bool> stop{false};
     std::mutex err_mu;
     Status first_error;
-    auto work = [&] {
-      for (size_t i = next++; i < pieces.size(); i = next++) {
+    auto work = [&](size_t range) {
+      std::map<int, std::unique_ptr<storage::ReadableFile>> files;  // this thread's descriptors
+      for (size_t i = bounds[range]; i < bounds[range + 1] && !stop.load(); ++i) {
         const Piece& p = pieces[i];
+        Status st;
+        if (!files.count(p.shard)) {
+          Result<std::unique_ptr<storage::ReadableFile>> f = fs_.Open(*p.path);
+          if (f.ok()) {
+            files[p.shard] = std::move(*f);
+          } else {
+            st = f.status();
+          }
+        }
         uint64_t begin = p.first_chunk * m.chunk_bytes;
         uint64_t end = std::min<uint64_t>(p.end_chunk * m.chunk_bytes, p.entry->length);
-        Status st = storage::ReadExact(*p.file, p.entry->offset + begin, p.dst + begin, end - begin,
-                                       *p.path);
+        if (st.ok()) {
+          st = storage::ReadExact(*files[p.shard], p.entry->offset + begin, p.dst + begin,
+                                  end - begin, *p.path);
+        }
         for (size_t c = p.first_chunk; st.ok() && c < p.end_chunk; ++c) {
           if (opt_.verify == VerifyMode::kNone) break;
           if (opt_.verify == VerifyMode::kSample &&
@@ -867,14 +906,13 @@ class CheckpointManager::Impl {
         if (!st.ok()) {
           std::lock_guard<std::mutex> lock(err_mu);
           if (first_error.ok()) first_error = std::move(st);
-          next = pieces.size();  // stop the others early
+          stop = true;  // stop the others early
         }
       }
     };
-    size_t threads = std::min<size_t>({pieces.size(), kLoadThreads});
     std::vector<std::thread> pool;
-    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-    work();
+    for (size_t i = 1; i < threads; ++i) pool.emplace_back(work, i);
+    if (threads > 0) work(0);
     for (std::thread& t : pool) t.join();
     RETURN_IF_ERROR(first_error);
     return out;
