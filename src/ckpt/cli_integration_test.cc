@@ -70,6 +70,21 @@ TEST_F(CliTest, LsAndShow) {
   EXPECT_NE(show.out.find("{\"epoch\":3}"), std::string::npos);
 }
 
+TEST_F(CliTest, LsMarksAnUnreadableManifest) {
+  const std::string manifest = run_ + "/step-0000000200/manifest.json";
+  ASSERT_EQ(::truncate(manifest.c_str(), 10), 0);
+  CliRun ls = Gantry("ckpt ls " + run_);
+  ASSERT_EQ(ls.rc, 0) << ls.out;
+  EXPECT_NE(ls.out.find("unreadable manifest"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("step 200:"), std::string::npos) << ls.out;
+  CliRun json = Gantry("ckpt ls --json " + run_);
+  auto j = ParseJson(json.out.substr(0, json.out.rfind(']') + 1), "ls");
+  ASSERT_TRUE(j.ok()) << json.out;
+  ASSERT_EQ(j->size(), 3u);
+  EXPECT_TRUE((*j)[1].contains("error"));
+  EXPECT_FALSE((*j)[1].contains("tensors"));
+}
+
 TEST_F(CliTest, VerifyFailsOnCorruptionAndNamesIt) {
   ASSERT_EQ(Gantry("ckpt verify " + run_).rc, 0);
   const std::string shard = run_ + "/step-0000000200/shard-00000-of-00001.safetensors";

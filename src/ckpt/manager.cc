@@ -255,6 +255,8 @@ class CheckpointManager::Impl {
         info.created = m->created;
         info.created_unix_s = m->created_unix_s;
         info.metadata = m->metadata;
+      } else {
+        info.error = m.status().message();
       }
       out.push_back(std::move(info));
     }

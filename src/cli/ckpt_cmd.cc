@@ -89,6 +89,10 @@ int RunLs(const CkptFlags& f) {
   if (f.common.json) {
     Json arr = Json::array();
     for (const auto& c : *list) {
+      if (!c.error.empty()) {
+        arr.push_back({{"step", c.step}, {"path", c.path}, {"error", c.error}});
+        continue;
+      }
       arr.push_back({{"step", c.step},
                      {"path", c.path},
                      {"bytes", c.bytes},
@@ -103,11 +107,19 @@ int RunLs(const CkptFlags& f) {
   t.SetAlign(0, Table::Align::kRight);
   t.SetAlign(1, Table::Align::kRight);
   t.SetAlign(2, Table::Align::kRight);
+  std::string errors;
   for (const auto& c : *list) {
+    if (!c.error.empty()) {
+      // An unreadable manifest is not an empty checkpoint: say so.
+      t.AddRow({std::to_string(c.step), "?", "?", "?", "unreadable manifest"});
+      errors += "step " + std::to_string(c.step) + ": " + c.error + "\n";
+      continue;
+    }
     t.AddRow({std::to_string(c.step), FormatSize(c.bytes), std::to_string(c.tensors),
               std::to_string(c.world_size), c.created});
   }
   std::cout << t.Render();
+  if (!errors.empty()) std::cerr << errors << "run gantry ckpt verify for details\n";
   return kExitOk;
 }
 

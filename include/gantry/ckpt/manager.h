@@ -151,6 +151,9 @@ struct CheckpointInfo {
   std::string created;  // ISO-8601 UTC time from the manifest
   int64_t created_unix_s = 0;
   Json metadata;  // user metadata (a JSON object, may be empty)
+  // Empty when the manifest reads; else why not (the other fields are then
+  // unknown, not zero).
+  std::string error;
 };
 
 struct LatestResult {
