@@ -1,0 +1,30 @@
+# The inference gateway end to end (label integration): tests/gateway/test_*.py drive the
+# real `gantry gateway run` against a small torch model server (tests/gateway/
+# model_server.py), nginx, redis-server and promtool, each started on free 127.0.0.1
+# ports in a temp dir. One CTest test per file:
+#   gateway_harness   the harness alone (model server, nginx, redis, promtool), no gantry
+#   gateway_proxy     KServe v2 + OpenAI (stream, usage sniffing), ids, errors, keep-alive
+#   gateway_hostile   401/403 without bypass (keys, JWT), smuggling, 431/413, slowloris
+#   gateway_limits    rate limits, token limits, quotas, two gateways on one Redis, fail-open
+#   gateway_audit     audit records, `gantry audit verify` on clean and tampered logs
+#   gateway_admin     admin API and `gantry gateway keys` online and offline
+#   gateway_reload    SIGHUP reload with a stream in flight, SIGTERM drain, `gateway check`
+#   gateway_metrics   /metrics through `promtool check metrics`
+#   gateway_robust    HTTP/1.0, idle timeout, pipelined flood, no crossed responses after a
+#                     504 or a client abort, no secrets in logs/metrics/error bodies
+#   gateway_tls       TLS termination (`tls:` in gateway.yaml) with a self-signed cert
+# Missing redis-server, nginx or promtool fail the tests that need them, with the Debian
+# package to install (scripts/install-deps.sh), never skip them.
+if(NOT EXISTS /usr/bin/python3)
+  message(STATUS "gateway end-to-end tests skipped: /usr/bin/python3 not found")
+  return()
+endif()
+
+foreach(suite harness proxy hostile limits audit admin reload metrics robust tls)
+  add_test(NAME gateway_${suite}
+           COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfE
+                   ${CMAKE_CURRENT_LIST_DIR}/gateway/test_${suite}.py
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/gateway)
+  set_tests_properties(gateway_${suite} PROPERTIES LABELS integration TIMEOUT 150
+    ENVIRONMENT "GANTRY=$<TARGET_FILE:gantry>;PYTHONDONTWRITEBYTECODE=1")
+endforeach()
