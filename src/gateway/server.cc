@@ -18,7 +18,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <charconv>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <ctime>
 #include <set>
@@ -29,6 +31,7 @@
 #include "gantry/core/json.h"
 #include "gantry/core/log.h"
 #include "gantry/gateway/sniff.h"
+#include "gantry/security/api_key.h"
 #include "gantry/security/crypto.h"
 #include "internal.h"
 
@@ -50,8 +53,18 @@ using internal::Shared;
 constexpr size_t kReadChunk = 16 << 10;
 constexpr size_t kMaxSniffedResponse = 4 << 20;  // usage is read from bodies up to this size
 constexpr size_t kMaxModelLabels = 256;         // bound on distinct `model` label values
+constexpr auto kPeekAfter = std::chrono::milliseconds(200);  // see the pool in Proxy()
 
 auto Nothrow(error_code& ec) { return asio::redirect_error(use_awaitable, ec); }
+
+// The same clock as steady_clock (CLOCK_MONOTONIC) at tick resolution, read
+// without the TSC: deadlines and pool ages do not need nanoseconds, and they
+// are taken several times per request.
+Clk::time_point CoarseNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clk::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
 
 double Seconds(Clk::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -107,21 +120,20 @@ struct Conn {
   // Set when the listener terminates TLS; reads and writes go through it.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
 
+  // Plain functions, not coroutines: they hand back the operation's own
+  // awaitable, so an I/O costs no extra coroutine frame.
   awaitable<size_t> ReadSome(asio::mutable_buffer b, error_code& ec) {
-    if (tls) co_return co_await tls->async_read_some(b, asio::redirect_error(use_awaitable, ec));
-    co_return co_await sock.async_read_some(b, asio::redirect_error(use_awaitable, ec));
+    if (tls) return tls->async_read_some(b, asio::redirect_error(use_awaitable, ec));
+    return sock.async_read_some(b, asio::redirect_error(use_awaitable, ec));
   }
   template <typename Buffers>
-  awaitable<void> Write(const Buffers& b, error_code& ec) {
-    if (tls) {
-      co_await asio::async_write(*tls, b, asio::redirect_error(use_awaitable, ec));
-    } else {
-      co_await asio::async_write(sock, b, asio::redirect_error(use_awaitable, ec));
-    }
+  awaitable<size_t> Write(const Buffers& b, error_code& ec) {
+    if (tls) return asio::async_write(*tls, b, asio::redirect_error(use_awaitable, ec));
+    return asio::async_write(sock, b, asio::redirect_error(use_awaitable, ec));
   }
 
   void SetDeadline(Clk::duration d) {
-    deadline = Clk::now() + d;
+    deadline = CoarseNow() + d;
     timed_out = false;
     // The watchdog sleeps until `armed`; wake it when the new deadline is sooner.
     if (deadline < armed) timer.cancel();
@@ -203,6 +215,7 @@ class Worker {
     if (g == generation_) return;
     std::lock_guard<std::mutex> lock(shared_.mu);
     rt_ = shared_.runtime;
+    if (keys_ != shared_.keys) key_cache_.clear();  // its pointers are into the old table
     keys_ = shared_.keys;
     generation_ = shared_.generation.load(std::memory_order_acquire);
   }
@@ -238,7 +251,16 @@ class Worker {
   metrics::Histogram* HistogramFor(std::string_view name, std::string_view help,
                                    const metrics::Labels& labels);
   std::string NextRequestId() {
-    return fmt::format("{}-{}-{:x}", shared_.instance, index_, ++request_seq_);
+    // "<instance>-<worker>-<hex sequence>", built without a format parse.
+    char buf[64];
+    char* p = buf;
+    std::memcpy(p, shared_.instance.data(), shared_.instance.size());
+    p += shared_.instance.size();
+    *p++ = '-';
+    p = std::to_chars(p, buf + sizeof(buf), index_).ptr;
+    *p++ = '-';
+    p = std::to_chars(p, buf + sizeof(buf), ++request_seq_, 16).ptr;
+    return std::string(buf, static_cast<size_t>(p - buf));
   }
 
   Shared& shared_;
@@ -256,10 +278,36 @@ class Worker {
   std::shared_ptr<const security::KeyTable> keys_;
   uint64_t generation_ = 0;
   uint64_t request_seq_ = 0;
-  std::unordered_map<std::string, std::vector<tcp::socket>> pools_;  // by backend host:port
+  struct Pooled {
+    tcp::socket sock;
+    Clk::time_point since;  // when it went idle
+  };
+  std::unordered_map<std::string, std::vector<Pooled>> pools_;  // by backend host:port
+  // Per-route request metrics, looked up by the route name once per request
+  // instead of building label vectors.
+  struct RouteStats {
+    metrics::Histogram* duration = nullptr;
+    std::array<metrics::Counter*, 600> by_status{};
+  };
+  std::unordered_map<std::string, RouteStats> route_stats_;
+  std::unordered_map<std::string, metrics::Histogram*> upstream_seconds_;
   std::unordered_map<std::string, metrics::Counter*> counters_;
+  // Keys this worker verified (salted SHA-256) since the key table last
+  // changed: later requests compare the secret in constant time instead of
+  // hashing again. Cleared with the table; bounded.
+  struct CachedKey {
+    std::string secret;
+    const security::ApiKeyInfo* info;
+  };
+  struct SvHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, CachedKey, SvHash, std::equal_to<>> key_cache_;
+  static constexpr size_t kKeyCacheMax = 4096;
+  // gantry_gateway_tokens_total by model: {prompt, completion}.
+  std::unordered_map<std::string, std::pair<metrics::Counter*, metrics::Counter*>> token_counters_;
   std::unordered_map<std::string, metrics::Histogram*> histograms_;
-  std::set<std::string> model_labels_;
 
   friend struct Gateway::Impl;
 };
@@ -334,7 +382,7 @@ awaitable<void> Worker::Accept() {
 awaitable<void> Worker::Watchdog(std::shared_ptr<Conn> c) {
   error_code ec;
   while (!c->closed) {
-    if (c->deadline <= Clk::now()) {
+    if (c->deadline <= CoarseNow()) {
       c->timed_out = true;
       c->deadline = Clk::time_point::max();
       c->sock.cancel(ec);
@@ -651,7 +699,22 @@ Result<Identity> Worker::Authenticate(const http::RequestHead& req, const Runtim
       return PermissionDenied("API keys are disabled on this gateway");
     }
     const security::ApiKeyInfo* info = nullptr;
-    security::KeyCheck check = security::Authenticate(*keys_, token, now, &info);
+    security::KeyCheck check = security::KeyCheck::kMalformed;
+    Result<security::PresentedKey> parsed = security::ParseApiKey(token);
+    auto cached = parsed.ok() ? key_cache_.find(parsed->id) : key_cache_.end();
+    if (cached != key_cache_.end() &&
+        security::ConstantTimeEquals(parsed->secret, cached->second.secret)) {
+      info = cached->second.info;
+      check = info->revoked_unix != 0 && now >= info->revoked_unix   ? security::KeyCheck::kRevoked
+              : info->expires_unix != 0 && now >= info->expires_unix ? security::KeyCheck::kExpired
+                                                                     : security::KeyCheck::kOk;
+    } else {
+      check = security::Authenticate(*keys_, token, now, &info);
+      if (check == security::KeyCheck::kOk && parsed.ok()) {
+        if (key_cache_.size() >= kKeyCacheMax) key_cache_.clear();
+        key_cache_[std::string(parsed->id)] = CachedKey{std::string(parsed->secret), info};
+      }
+    }
     if (check != security::KeyCheck::kOk) {
       *reason = std::string(security::KeyCheckName(check));
       return PermissionDenied(fmt::format("API key rejected: {}", *reason));
@@ -990,7 +1053,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   const GatewayConfig& cfg = rt.config;
   const ServerLimits& limits = cfg.limits;
   std::string head = UpstreamHead(req, backend, cfg, log, c.client_addr, body.size());
-  std::vector<tcp::socket>& pool = pools_[backend.host_header];
+  std::vector<Pooled>& pool = pools_[backend.host_header];
   error_code ec;
   Clk::time_point up_start = Clk::now();
 
@@ -1006,17 +1069,24 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
     bool reused = false;
     // A pooled connection must be silent: readable means the backend closed
     // it or sent bytes nobody asked for; either way it cannot carry a request.
+    // Backends close idle connections after seconds (uvicorn 5 s, nginx 75 s),
+    // so one idle for less than kPeekAfter is taken without the extra syscall.
     while (attempt == 0 && !pool.empty()) {
-      tcp::socket cand = std::move(pool.back());
+      Pooled cand = std::move(pool.back());
       pool.pop_back();
-      char probe;
-      ssize_t n = ::recv(cand.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        up = std::move(cand);
+      if (CoarseNow() - cand.since < kPeekAfter) {
+        up = std::move(cand.sock);
         reused = true;
         break;
       }
-      cand.close(ec);
+      char probe;
+      ssize_t n = ::recv(cand.sock.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        up = std::move(cand.sock);
+        reused = true;
+        break;
+      }
+      cand.sock.close(ec);
     }
     if (!reused) {
       up = tcp::socket(io_);
@@ -1179,11 +1249,19 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   bool up_ok = true;
   std::string decoded, scanned_out, frame;
   *headers_sent = true;
-  c.SetDeadline(limits.send_timeout);
-  asio::const_buffer head_buf(out.data(), out.size());
-  co_await c.Write(head_buf, ec);
-  log.bytes_out += out.size();
-  bool client_ok = !ec;
+  bool client_ok = true;
+  // The head goes out with the first body bytes when they are already here
+  // (one packet, one wakeup of the client); alone and at once otherwise, so
+  // that a stream's head is not held back waiting for its first event.
+  bool head_pending = true;
+  if (up_done || c.up_in.empty()) {
+    c.SetDeadline(limits.send_timeout);
+    asio::const_buffer head_buf(out.data(), out.size());
+    co_await c.Write(head_buf, ec);
+    log.bytes_out += out.size();
+    client_ok = !ec;
+    head_pending = false;
+  }
 
   while (client_ok && !up_done) {
     if (c.up_in.empty()) {
@@ -1244,11 +1322,14 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
       if (up_done) frame += http::kLastChunk;
     }
     std::string_view wire = chunked_out ? std::string_view(frame) : send;
-    if (!wire.empty()) {
+    if (!wire.empty() || head_pending) {
       c.SetDeadline(limits.send_timeout);
-      asio::const_buffer wire_buf(wire.data(), wire.size());
-      co_await c.Write(wire_buf, ec);
-      log.bytes_out += wire.size();
+      std::array<asio::const_buffer, 2> bufs{
+          asio::const_buffer(out.data(), head_pending ? out.size() : 0),
+          asio::const_buffer(wire.data(), wire.size())};
+      co_await c.Write(bufs, ec);
+      log.bytes_out += wire.size() + (head_pending ? out.size() : 0);
+      head_pending = false;
       if (ec) client_ok = false;
     }
     if (rh.framing == http::BodyFraming::kContentLength) {
@@ -1271,20 +1352,26 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
     }
   }
   if (log.prompt_tokens + log.completion_tokens > 0 && !log.model.empty()) {
-    std::string model_label = log.model;
-    if (model_labels_.count(model_label) == 0) {
-      if (model_labels_.size() >= kMaxModelLabels) {
-        model_label = "other";
-      } else {
-        model_labels_.insert(model_label);
+    auto tc = token_counters_.find(log.model);
+    if (tc == token_counters_.end()) {
+      // Model names come from clients: bound the label values.
+      std::string model_label = token_counters_.size() >= kMaxModelLabels ? "other" : log.model;
+      tc = token_counters_.find(model_label);
+      if (tc == token_counters_.end()) {
+        tc = token_counters_
+               .emplace(model_label,
+                        std::make_pair(
+                            CounterFor("gantry_gateway_tokens_total",
+                                       "LLM tokens reported by backends",
+                                       {{"model", model_label}, {"kind", "prompt"}}),
+                            CounterFor("gantry_gateway_tokens_total",
+                                       "LLM tokens reported by backends",
+                                       {{"model", model_label}, {"kind", "completion"}})))
+                 .first;
       }
     }
-    CounterFor("gantry_gateway_tokens_total", "LLM tokens reported by backends",
-               {{"model", model_label}, {"kind", "prompt"}})
-        ->Inc(static_cast<double>(log.prompt_tokens));
-    CounterFor("gantry_gateway_tokens_total", "LLM tokens reported by backends",
-               {{"model", model_label}, {"kind", "completion"}})
-        ->Inc(static_cast<double>(log.completion_tokens));
+    if (tc->second.first) tc->second.first->Inc(static_cast<double>(log.prompt_tokens));
+    if (tc->second.second) tc->second.second->Inc(static_cast<double>(log.completion_tokens));
   }
   if (!up_ok) {
     CounterFor("gantry_gateway_upstream_errors_total", "Failed exchanges with backends",
@@ -1295,14 +1382,20 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   // with nothing extra behind it.
   if (up_ok && up_done && client_ok && rh.keep_alive && c.up_in.empty() &&
       pool.size() < backend.max_idle) {
-    pool.push_back(std::move(up));
+    pool.push_back(Pooled{std::move(up), CoarseNow()});
   } else {
     up.close(ec);
   }
-  HistogramFor("gantry_gateway_upstream_duration_seconds",
-               "Time from sending a request upstream to its response head",
-               {{"backend", backend.name}})
-      ->Observe(log.upstream_s);
+  auto hist = upstream_seconds_.find(backend.name);
+  if (hist == upstream_seconds_.end()) {
+    hist = upstream_seconds_
+               .emplace(backend.name,
+                        HistogramFor("gantry_gateway_upstream_duration_seconds",
+                                     "Time from sending a request upstream to its response head",
+                                     {{"backend", backend.name}}))
+               .first;
+  }
+  if (hist->second != nullptr) hist->second->Observe(log.upstream_s);
   // A response cut short cannot be completed: close the client connection so
   // it sees the truncation.
   co_return up_ok && client_ok && !client_close;
@@ -1310,14 +1403,22 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
 
 void Worker::Finish(const http::RequestHead* req, RequestLog& log, Clk::time_point start) {
   double seconds = Seconds(Clk::now() - start);
-  std::string status = log.status == 0 ? "0" : std::to_string(log.status);
-  CounterFor("gantry_gateway_requests_total", "Requests by route and status",
-             {{"route", log.route}, {"status", status}})
-      ->Inc();
-  HistogramFor("gantry_gateway_request_duration_seconds",
-               "Time from the end of the request head to the end of the response",
-               {{"route", log.route}})
-      ->Observe(seconds);
+  auto it = route_stats_.find(log.route);
+  if (it == route_stats_.end()) {
+    it = route_stats_.emplace(log.route, RouteStats{}).first;
+    it->second.duration =
+        HistogramFor("gantry_gateway_request_duration_seconds",
+                     "Time from the end of the request head to the end of the response",
+                     {{"route", log.route}});
+  }
+  RouteStats& rs = it->second;
+  size_t code = log.status >= 0 && log.status < 600 ? static_cast<size_t>(log.status) : 0;
+  if (rs.by_status[code] == nullptr) {
+    rs.by_status[code] = CounterFor("gantry_gateway_requests_total", "Requests by route and status",
+                                    {{"route", log.route}, {"status", std::to_string(code)}});
+  }
+  if (rs.by_status[code] != nullptr) rs.by_status[code]->Inc();
+  if (rs.duration != nullptr) rs.duration->Observe(seconds);
   if (!shared_.audit) return;
   std::string rec;
   rec.reserve(512);

@@ -796,8 +796,89 @@ Result<std::string> InjectIncludeUsage(std::string_view body) {
   return o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+namespace {
+
+// Finds the value of the top-level "usage" member in one pass over the text
+// (strings and nesting tracked, nothing allocated) so that only that small
+// object is parsed; a whole completion can be kilobytes of text. Returns false
+// when the text is not shaped as expected (the caller then parses it all).
+bool FindTopLevelUsage(std::string_view d, std::string_view* value) {
+  int depth = 0;
+  size_t i = 0;
+  const size_t n = d.size();
+  while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) ++i;
+  if (i >= n || d[i] != '{') return false;
+  for (; i < n; ++i) {
+    char c = d[i];
+    if (c == '"') {
+      size_t start = ++i;
+      bool escaped = false;
+      for (; i < n && d[i] != '"'; ++i) {
+        if (d[i] == '\\') {
+          escaped = true;
+          ++i;
+        }
+      }
+      if (i >= n) return false;
+      if (depth == 1 && !escaped && d.substr(start, i - start) == "usage") {
+        size_t j = i + 1;
+        while (j < n && (d[j] == ' ' || d[j] == '\t' || d[j] == '\n' || d[j] == '\r')) ++j;
+        if (j < n && d[j] == ':') {
+          ++j;
+          while (j < n && (d[j] == ' ' || d[j] == '\t' || d[j] == '\n' || d[j] == '\r')) ++j;
+          if (j >= n || d[j] != '{') return false;  // null or odd: let the full parse decide
+          // The object's end: nesting with strings skipped.
+          int inner = 0;
+          size_t k = j;
+          for (; k < n; ++k) {
+            if (d[k] == '"') {
+              for (++k; k < n && d[k] != '"'; ++k) {
+                if (d[k] == '\\') ++k;
+              }
+            } else if (d[k] == '{') {
+              ++inner;
+            } else if (d[k] == '}') {
+              if (--inner == 0) break;
+            }
+          }
+          if (k >= n) return false;
+          if (!value->empty()) return false;  // a second "usage": let the full parse decide
+          *value = d.substr(j, k - j + 1);
+          i = k;  // go on: the whole document must still be well nested
+          continue;
+        }
+      }
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) {
+        // Only whitespace may follow the top-level object.
+        for (++i; i < n; ++i) {
+          if (d[i] != ' ' && d[i] != '\t' && d[i] != '\n' && d[i] != '\r') return false;
+        }
+        return !value->empty();
+      }
+      if (depth < 0) return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Usage SniffUsage(std::string_view response_json) {
   Usage u;
+  std::string_view usage_text;
+  if (FindTopLevelUsage(response_json, &usage_text) &&
+      response_json.find("\\u") == std::string_view::npos) {
+    Json usage = Json::parse(usage_text.begin(), usage_text.end(), nullptr, false);
+    if (!usage.is_discarded() && usage.is_object()) {
+      Json wrapper = Json::object();
+      wrapper["usage"] = std::move(usage);
+      UsageFromObject(wrapper, &u);
+      return u;
+    }
+  }
   Json j = Json::parse(response_json.begin(), response_json.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return u;
   UsageFromObject(j, &u);

@@ -630,3 +630,28 @@ TEST(ParseKservePathTest, Table) {
 
 }  // namespace
 }  // namespace gantry::gateway
+
+namespace gantry::gateway {
+namespace {
+
+// The single-pass locator must agree with a full parse on where "usage" is.
+TEST(SniffUsageTest, OnlyTheTopLevelMemberCounts) {
+  auto u = SniffUsage(
+      R"({"choices":[{"usage":{"prompt_tokens":9}}],"usage":{"prompt_tokens":1,"completion_tokens":2}})");
+  ASSERT_TRUE(u.present);
+  EXPECT_EQ(u.prompt_tokens, 1);
+  EXPECT_EQ(u.total_tokens, 3);
+  EXPECT_FALSE(
+      SniffUsage(R"({"choices":[{"message":{"content":"\"usage\":{\"prompt_tokens\":99}"}}]})")
+          .present);
+  EXPECT_FALSE(SniffUsage(R"({"usage":{"prompt_tokens":1}} trailing)").present);
+  EXPECT_FALSE(SniffUsage(R"({"usage":null})").present);
+  // Duplicates and escaped keys go through the full parse (last one wins there).
+  EXPECT_EQ(SniffUsage(R"({"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":4}})").prompt_tokens,
+            4);
+  EXPECT_EQ(SniffUsage(R"({"us\u0061ge":{"prompt_tokens":6}})").prompt_tokens, 6);
+  EXPECT_EQ(SniffUsage(" {\"id\":\"x\",\"usage\" : {\"total_tokens\":12} }\n").total_tokens, 12);
+}
+
+}  // namespace
+}  // namespace gantry::gateway
