@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench fuzz format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway fuzz format clean
 
 all: build
 
@@ -41,6 +41,9 @@ doctor: deps
 
 bench: build
 	bash bench/collectives.sh
+
+bench-gateway: build
+	BUILD_DIR=$(BUILD) bash bench/gateway.sh
 
 # libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

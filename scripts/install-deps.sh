@@ -22,7 +22,7 @@ PACKAGES=(
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)
   libboost-dev libhiredis-dev libsqlite3-dev
   # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool
-  redis-server nginx-light haproxy wrk prometheus
+  redis-server nginx-light haproxy wrk prometheus python3-cryptography
 )
 
 if [[ $(id -u) -ne 0 ]]; then
