@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gantry/config.h"
+#include "gantry/core/http_parser.h"
 
 namespace gantry::http {
 namespace {
@@ -21,13 +22,6 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeadBytes = size_t{64} << 10;
 constexpr size_t kMaxChunkLineBytes = 1024;
-
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

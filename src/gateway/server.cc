@@ -78,6 +78,13 @@ bool ValidRequestId(std::string_view id) {
   return true;
 }
 
+void AppendHeader(std::string_view name, std::string_view value, std::string* out) {
+  out->append(name);
+  out->append(": ");
+  out->append(value);
+  out->append("\r\n");
+}
+
 bool StartsWithI(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && http::IEquals(s.substr(0, prefix.size()), prefix);
 }
@@ -653,12 +660,7 @@ awaitable<bool> Worker::WriteLocal(Conn& c, const http::RequestHead* req, const 
   std::string head = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
                                  r.status, http::ReasonPhrase(r.status), r.content_type,
                                  r.body.size());
-  for (const auto& [k, v] : r.headers) {
-    head += k;
-    head += ": ";
-    head += v;
-    head += "\r\n";
-  }
+  for (const auto& [k, v] : r.headers) AppendHeader(k, v, &head);
   if (!log.request_id.empty()) head += "x-request-id: " + log.request_id + "\r\n";
   if (close) {
     head += "Connection: close\r\n";
@@ -1018,14 +1020,10 @@ std::string UpstreamHead(const http::RequestHead& req, const BackendConfig& back
         (http::IEquals(hv.name, "authorization") || http::IEquals(hv.name, "x-api-key"))) {
       continue;
     }
-    h += hv.name;
-    h += ": ";
-    h += hv.value;
-    h += "\r\n";
+    AppendHeader(hv.name, hv.value, &h);
   }
-  h += "x-request-id: ";
-  h += log.request_id;
-  h += "\r\nX-Forwarded-For: ";
+  AppendHeader("x-request-id", log.request_id, &h);
+  h += "X-Forwarded-For: ";
   if (!forwarded_for.empty()) {
     h += forwarded_for;
     h += ", ";
@@ -1198,14 +1196,9 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
         http::IEquals(hv.name, "x-request-id")) {
       continue;
     }
-    out += hv.name;
-    out += ": ";
-    out += hv.value;
-    out += "\r\n";
+    AppendHeader(hv.name, hv.value, &out);
   }
-  out += "x-request-id: ";
-  out += log.request_id;
-  out += "\r\n";
+  AppendHeader("x-request-id", log.request_id, &out);
   if (adm != nullptr && adm->has_rate_headers) {
     fmt::format_to(std::back_inserter(out),
                    "RateLimit-Limit: {}\r\nRateLimit-Remaining: {}\r\nRateLimit-Reset: {}\r\n",

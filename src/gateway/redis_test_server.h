@@ -1,0 +1,94 @@
+// Test-only: a redis-server child process on a free 127.0.0.1 port with its own
+// temp dir and no persistence, for the Redis client and limiter integration
+// tests. Kill() with SIGSTOP/SIGCONT freezes and thaws it; the destructor
+// always kills it and removes the dir.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+namespace gantry::gateway::testing {
+
+class TestRedisServer {
+ public:
+  TestRedisServer() {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gantry_redis_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    std::filesystem::create_directories(dir_);
+    port_ = FreePort();
+  }
+  ~TestRedisServer() {
+    Stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Starts redis-server on port() and waits until it accepts connections.
+  bool Start() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (::chdir(dir_.c_str()) != 0) ::_exit(126);
+      const std::string port = std::to_string(port_);
+      const std::string log = (dir_ / "redis.log").string();
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--logfile", log.c_str(), nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (CanConnect()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  void Kill(int sig = SIGKILL) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    if (sig == SIGKILL || sig == SIGTERM) {
+      int st;
+      ::waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+  }
+  void Stop() { Kill(SIGKILL); }
+
+ private:
+  static int FreePort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  bool CanConnect() const {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port_));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    return ok;
+  }
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace gantry::gateway::testing
