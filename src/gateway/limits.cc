@@ -1072,6 +1072,15 @@ std::unique_ptr<LimiterLoop> Limiter::Attach(asio::io_context& io) {
   return std::unique_ptr<LimiterLoop>(new LimiterLoop(std::move(impl)));
 }
 
+std::optional<Admission> LimiterLoop::TryAdmitNow(Subject subject, double estimated_tokens) {
+  if (impl_->conn) return std::nullopt;  // Redis mode: decided by Admit()
+  LimiterState& st = *impl_->st;
+  auto rules = st.Snapshot();
+  Plan plan = MakePlan(*rules, subject, estimated_tokens, st.clock->WallNow());
+  if (plan.buckets.empty() && plan.counters.empty()) return Admission{};
+  return st.DecideLocal(plan);
+}
+
 asio::awaitable<Admission> LimiterLoop::Admit(Subject subject, double estimated_tokens) {
   LimiterState& st = *impl_->st;
   auto rules = st.Snapshot();

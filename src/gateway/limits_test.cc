@@ -477,3 +477,27 @@ TEST(LimiterTest, LocalAdmitCost) {
 
 }  // namespace
 }  // namespace gantry::gateway
+
+namespace gantry::gateway {
+namespace {
+
+// Local mode decides synchronously, exactly as Admit() would.
+TEST(LimiterTryAdmitNow, MatchesAdmitInLocalMode) {
+  FakeClock clock;
+  LimiterConfig cfg;
+  cfg.rate_limits.push_back(RateLimitRule{"key", "*", 3, 3600, 0, 0});
+  auto limiter = Limiter::Create(cfg, &clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  boost::asio::io_context io;
+  auto loop = (*limiter)->Attach(io);
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) {
+    std::optional<Admission> a = loop->TryAdmitNow(Subject{"k1", "user", "m"}, 0);
+    ASSERT_TRUE(a.has_value());
+    if (a->allowed) ++allowed;
+  }
+  EXPECT_EQ(allowed, 3);
+}
+
+}  // namespace
+}  // namespace gantry::gateway

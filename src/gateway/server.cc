@@ -123,6 +123,10 @@ struct Conn {
   Buffer in;
   Buffer up_in{kReadChunk};
   std::string client_addr;
+  // Per-request scratch, reused across the requests of a keep-alive
+  // connection so that their capacity is allocated once, not per request.
+  std::string head_text, body, up_head, up_resp_text, resp_head, sniffed, decoded, scanned_out,
+      frame;
 
   // Set when the listener terminates TLS; reads and writes go through it.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
@@ -526,7 +530,8 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     }
     // The head's views point into c->in; copy it so that body reads (which
     // may move the buffer) cannot invalidate them.
-    std::string head_text(c->in.view().substr(0, head_end));
+    std::string& head_text = c->head_text;
+    head_text.assign(c->in.view().substr(0, head_end));
     c->in.Consume(head_end);
     Result<http::RequestHead> parsed = http::ParseRequestHead(head_text);
     if (!parsed.ok()) {
@@ -562,7 +567,8 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
 
     // Body: always read whole (bounded), so that the upstream sees one
     // unambiguous Content-Length whatever framing the client used.
-    std::string body;
+    std::string& body = c->body;
+    body.clear();
     bool body_ok = true;
     LocalResponse body_error;
     if (req.framing == http::BodyFraming::kContentLength) {
@@ -942,7 +948,11 @@ awaitable<bool> Worker::Serve(Conn& c, const http::RequestHead& req, std::string
       !cfg.limiter.rate_limits.empty() || !cfg.limiter.quotas.empty() || !who.key_id.empty();
   if (limited) {
     Subject subject{who.key_id, role, model};
-    adm = co_await limiter_->Admit(subject, estimated_tokens);
+    if (std::optional<Admission> now = limiter_->TryAdmitNow(subject, estimated_tokens)) {
+      adm = std::move(*now);
+    } else {
+      adm = co_await limiter_->Admit(subject, estimated_tokens);
+    }
     if (!adm.allowed) {
       log.decision = "deny";
       log.reason = adm.reason;
@@ -987,11 +997,11 @@ awaitable<bool> Worker::Serve(Conn& c, const http::RequestHead& req, std::string
 }
 
 // Builds the request head sent upstream.
-std::string UpstreamHead(const http::RequestHead& req, const BackendConfig& backend,
-                         const GatewayConfig& cfg, const RequestLog& log,
-                         const std::string& client_addr, size_t body_size) {
-  std::string h;
-  h.reserve(512);
+void UpstreamHead(const http::RequestHead& req, const BackendConfig& backend,
+                  const GatewayConfig& cfg, const RequestLog& log, const std::string& client_addr,
+                  size_t body_size, std::string* out) {
+  std::string& h = *out;
+  h.clear();
   h += req.method;
   h += ' ';
   h += req.target;
@@ -1040,7 +1050,6 @@ std::string UpstreamHead(const http::RequestHead& req, const BackendConfig& back
     h += std::to_string(body_size);
   }
   h += "\r\n\r\n";
-  return h;
 }
 
 awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string& body,
@@ -1050,13 +1059,14 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
                               bool* headers_sent) {
   const GatewayConfig& cfg = rt.config;
   const ServerLimits& limits = cfg.limits;
-  std::string head = UpstreamHead(req, backend, cfg, log, c.client_addr, body.size());
+  std::string& head = c.up_head;
+  UpstreamHead(req, backend, cfg, log, c.client_addr, body.size(), &head);
   std::vector<Pooled>& pool = pools_[backend.host_header];
   error_code ec;
   Clk::time_point up_start = Clk::now();
 
   tcp::socket up(io_);
-  std::string resp_head_text;
+  std::string& resp_head_text = c.up_resp_text;
   Result<http::ResponseHead> resp = DataLoss("no response");
   // Two attempts: a pooled connection the backend has closed meanwhile fails
   // before any response byte; that is retried once on a fresh connection.
@@ -1185,8 +1195,8 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   bool client11 = req.minor_version == 1;
   bool rewrite = openai_stream;  // SSE bytes may change (usage chunk removed)
   bool chunked_out = false;
-  std::string out;
-  out.reserve(512);
+  std::string& out = c.resp_head;
+  out.clear();
   fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", rh.status,
                  rh.reason.empty() ? http::ReasonPhrase(rh.status) : rh.reason);
   std::string_view connection;
@@ -1235,12 +1245,15 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   bool sniff = sniff_usage && rh.status < 300;
   std::optional<SseUsageScanner> sse;
   if (openai_stream && sniff) sse.emplace(strip_usage);
-  std::string sniffed;
+  std::string& sniffed = c.sniffed;
+  sniffed.clear();
   http::ChunkedDecoder dec(UINT64_MAX);
   uint64_t remaining = rh.framing == http::BodyFraming::kContentLength ? rh.content_length : 0;
   bool up_done = rh.framing == http::BodyFraming::kNone;
   bool up_ok = true;
-  std::string decoded, scanned_out, frame;
+  std::string& decoded = c.decoded;
+  std::string& scanned_out = c.scanned_out;
+  std::string& frame = c.frame;
   *headers_sent = true;
   bool client_ok = true;
   // The head goes out with the first body bytes when they are already here

@@ -167,6 +167,10 @@ class LimiterLoop {
   // The strings viewed by `subject` must stay alive until the returned awaitable completes
   // (co_await it directly).
   boost::asio::awaitable<Admission> Admit(Subject subject, double estimated_tokens);
+  // The same decision without a coroutine when it needs no Redis round trip
+  // (no Redis configured); nullopt means "call Admit()". Saves the request
+  // path a coroutine frame per request in local mode.
+  std::optional<Admission> TryAdmitNow(Subject subject, double estimated_tokens);
 
   // After the response: charges (actual_tokens - admission.estimated_tokens) to the
   // token buckets and quotas touched by Admit (negative = refund). Buckets may go
