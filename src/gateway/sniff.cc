@@ -487,39 +487,33 @@ bool SmallUint(const FastScanner::Num& n, int64_t* v) {
   return true;
 }
 
+// A string value: its estimate (code points / 4, rounded up) is added.
+bool FastTextTokens(FastScanner& sc, double* tokens) {
+  FastScanner::Str s;
+  if (!sc.String(&s)) return false;
+  *tokens += CeilQuarter(s.code_points);
+  return true;
+}
+
+// A token id (an integer) counts as one token.
+bool FastTokenId(FastScanner& sc, double* tokens) {
+  FastScanner::Num n;
+  if (!sc.Number(&n) || !n.integer || n.digits.size() > 18) return false;
+  *tokens += 1;
+  return true;
+}
+
 // prompt / input. p_ at the value.
 bool FastPromptField(FastScanner& sc, double* tokens) {
-  using Str = FastScanner::Str;
-  using Num = FastScanner::Num;
   char c = sc.Peek();
   if (c == 'n') return sc.Literal("null");
-  if (c == '"') {
-    Str s;
-    if (!sc.String(&s)) return false;
-    *tokens += CeilQuarter(s.code_points);
-    return true;
-  }
+  if (c == '"') return FastTextTokens(sc, tokens);
   if (c != '[') return false;
   return sc.Array([&] {
     char e = sc.Peek();
-    if (e == '"') {
-      Str s;
-      if (!sc.String(&s)) return false;
-      *tokens += CeilQuarter(s.code_points);
-      return true;
-    }
-    if (e == '[') {
-      return sc.Array([&] {
-        Num n;
-        if (!sc.Number(&n) || !n.integer || n.digits.size() > 18) return false;
-        *tokens += 1;
-        return true;
-      });
-    }
-    Num n;
-    if (!sc.Number(&n) || !n.integer || n.digits.size() > 18) return false;
-    *tokens += 1;
-    return true;
+    if (e == '"') return FastTextTokens(sc, tokens);
+    if (e == '[') return sc.Array([&] { return FastTokenId(sc, tokens); });
+    return FastTokenId(sc, tokens);
   });
 }
 
@@ -538,12 +532,7 @@ bool FastMessages(FastScanner& sc, double* tokens) {
       seen_content = true;
       char c = sc.Peek();
       if (c == 'n') return sc.Literal("null");
-      if (c == '"') {
-        Str s;
-        if (!sc.String(&s)) return false;
-        *tokens += CeilQuarter(s.code_points);
-        return true;
-      }
+      if (c == '"') return FastTextTokens(sc, tokens);
       if (c != '[') return false;
       return sc.Array([&] {
         if (sc.Peek() != '{') return false;
