@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -21,61 +22,19 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeadBytes = size_t{64} << 10;
-constexpr size_t kMaxChunkLineBytes = 1024;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Parses a decimal number made of digits only (no sign, no spaces).
-bool ParseDecimal(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
-bool ParseHex(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 15) return false;  // 15 hex digits keep the value below 2^60
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      d = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    v = v * 16 + static_cast<uint64_t>(d);
-  }
-  *out = v;
-  return true;
-}
-
 std::string Millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-// Incremental HTTP/1.1 response parser: Consume() takes bytes as they arrive,
-// OnEof() says the peer closed. Incremental because a server may split a
-// response anywhere, and a deadline must be able to stop a partial one.
+// Incremental HTTP/1.1 response reader on the strict parser of
+// gantry/core/http_parser.h: Consume() takes bytes as they arrive, OnEof()
+// says the peer closed. Incremental because a server may split a response
+// anywhere, and a deadline must be able to stop a partial one.
 class ResponseParser {
  public:
-  explicit ResponseParser(uint64_t max_body) : max_body_(max_body) {}
+  explicit ResponseParser(uint64_t max_body) : max_body_(max_body), chunks_(max_body) {}
 
   Status Consume(std::string_view data) {
     buf_.append(data);
-    Status s = Parse();
-    buf_.erase(0, pos_);
-    pos_ = 0;
-    return s;
+    return Parse();
   }
 
   Status OnEof() {
@@ -93,28 +52,18 @@ class ResponseParser {
         return DataLoss("the server closed the connection after " +
                         std::to_string(resp_.body.size()) + " of " +
                         std::to_string(resp_.body.size() + remaining_) + " body bytes");
-      default:
-        return DataLoss("the server closed the connection inside the chunked body (after " +
-                        std::to_string(resp_.body.size()) + " bytes)");
+      case Mode::kChunked:
+        break;
     }
+    return DataLoss("the server closed the connection inside the chunked body (after " +
+                    std::to_string(resp_.body.size()) + " bytes)");
   }
 
   bool done() const { return mode_ == Mode::kDone; }
   Response Take() { return std::move(resp_); }
 
  private:
-  enum class Mode {
-    kHead,
-    kLength,
-    kUntilClose,
-    kChunkSize,
-    kChunkData,
-    kChunkDataEnd,
-    kTrailers,
-    kDone
-  };
-
-  std::string_view Avail() const { return std::string_view(buf_).substr(pos_); }
+  enum class Mode { kHead, kLength, kUntilClose, kChunked, kDone };
 
   Status AppendBody(std::string_view data) {
     if (resp_.body.size() + data.size() > max_body_) {
@@ -127,79 +76,46 @@ class ResponseParser {
 
   Status Parse() {
     while (true) {
-      std::string_view avail = Avail();
       switch (mode_) {
         case Mode::kHead: {
-          size_t end = avail.find("\r\n\r\n");
-          if (end == std::string_view::npos) {
-            if (avail.size() > kMaxHeadBytes) {
-              return ResourceExhausted("the response headers are larger than 64 KiB");
-            }
-            return Status::Ok();
+          size_t end = 0;
+          HeadScan scan = ScanHead(buf_, &scanned_, kMaxHeadBytes, &end);
+          if (scan == HeadScan::kIncomplete) return Status::Ok();
+          if (scan == HeadScan::kTooLarge) {
+            return ResourceExhausted("the response headers are larger than 64 KiB");
           }
-          RETURN_IF_ERROR(ParseHead(avail.substr(0, end)));
-          pos_ += end + 4;
+          if (scan == HeadScan::kBareLf) return DataLoss("malformed header line: bare LF");
+          RETURN_IF_ERROR(StartBody(std::string_view(buf_).substr(0, end)));
+          buf_.erase(0, end);
+          scanned_ = 0;
           break;
         }
         case Mode::kLength: {
-          size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, avail.size()));
-          RETURN_IF_ERROR(AppendBody(avail.substr(0, n)));
-          pos_ += n;
+          size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, buf_.size()));
+          RETURN_IF_ERROR(AppendBody(std::string_view(buf_).substr(0, n)));
+          buf_.erase(0, n);
           remaining_ -= n;
           if (remaining_ > 0) return Status::Ok();
           mode_ = Mode::kDone;
           break;
         }
         case Mode::kUntilClose:
-          RETURN_IF_ERROR(AppendBody(avail));
-          pos_ += avail.size();
+          RETURN_IF_ERROR(AppendBody(buf_));
+          buf_.clear();
           return Status::Ok();
-        case Mode::kChunkSize: {
-          size_t eol = avail.find("\r\n");
-          if (eol == std::string_view::npos) {
-            if (avail.size() > kMaxChunkLineBytes) return DataLoss("a chunk-size line is too long");
-            return Status::Ok();
+        case Mode::kChunked: {
+          size_t used = 0;
+          Status s = chunks_.Feed(buf_, &resp_.body, &used);
+          buf_.erase(0, used);
+          if (!s.ok()) {
+            if (s.code() == StatusCode::kResourceExhausted) {
+              return ResourceExhausted("the response body is larger than the " +
+                                       std::to_string(max_body_) + "-byte limit");
+            }
+            return DataLoss(s.message() + " in the chunked body");
           }
-          std::string_view line = avail.substr(0, eol);
-          line = Trim(line.substr(0, line.find(';')));  // drop chunk extensions
-          uint64_t size = 0;
-          if (!ParseHex(line, &size)) {
-            return DataLoss("bad chunk size '" +
-                            std::string(avail.substr(0, std::min<size_t>(eol, 40))) +
-                            "' in the chunked body");
-          }
-          if (resp_.body.size() + size > max_body_) {
-            return ResourceExhausted("the response body is larger than the " +
-                                     std::to_string(max_body_) + "-byte limit");
-          }
-          pos_ += eol + 2;
-          remaining_ = size;
-          mode_ = size == 0 ? Mode::kTrailers : Mode::kChunkData;
-          break;
-        }
-        case Mode::kChunkData: {
-          size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, avail.size()));
-          RETURN_IF_ERROR(AppendBody(avail.substr(0, n)));
-          pos_ += n;
-          remaining_ -= n;
-          if (remaining_ > 0) return Status::Ok();
-          mode_ = Mode::kChunkDataEnd;
-          break;
-        }
-        case Mode::kChunkDataEnd:
-          if (avail.size() < 2) return Status::Ok();
-          if (avail.substr(0, 2) != "\r\n") return DataLoss("a chunk is not followed by CRLF");
-          pos_ += 2;
-          mode_ = Mode::kChunkSize;
-          break;
-        case Mode::kTrailers: {
-          size_t eol = avail.find("\r\n");
-          if (eol == std::string_view::npos) {
-            if (avail.size() > kMaxHeadBytes) return DataLoss("the chunked trailers are too long");
-            return Status::Ok();
-          }
-          pos_ += eol + 2;
-          if (eol == 0) mode_ = Mode::kDone;  // the empty line ends the message
+          if (!chunks_.done()) return Status::Ok();
+          mode_ = Mode::kDone;
           break;
         }
         case Mode::kDone:
@@ -208,86 +124,48 @@ class ResponseParser {
     }
   }
 
-  Status ParseHead(std::string_view head) {
+  // Parses one head; an interim 1xx response leaves the reader waiting for
+  // the real one.
+  Status StartBody(std::string_view head) {
+    Result<ResponseHead> h = ParseResponseHead(head, "GET");
+    if (!h.ok()) return DataLoss(h.status().message());
+    if (h->status < 200) return Status::Ok();
     Response fresh;
-    size_t eol = head.find("\r\n");
-    std::string_view status_line = head.substr(0, eol);
-    // "HTTP/1.x SP 3DIGIT [SP reason]"
-    if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." ||
-        !std::isdigit(static_cast<unsigned char>(status_line[7])) || status_line[8] != ' ' ||
-        !std::isdigit(static_cast<unsigned char>(status_line[9])) ||
-        !std::isdigit(static_cast<unsigned char>(status_line[10])) ||
-        !std::isdigit(static_cast<unsigned char>(status_line[11])) ||
-        (status_line.size() > 12 && status_line[12] != ' ')) {
-      return DataLoss("malformed status line '" + std::string(status_line.substr(0, 80)) +
-                      "' (expected 'HTTP/1.1 <3-digit code> <reason>')");
+    fresh.status = h->status;
+    fresh.reason = std::string(h->reason);
+    for (const HeaderView& hv : h->headers) {
+      fresh.headers.emplace_back(std::string(hv.name), std::string(hv.value));
     }
-    fresh.status =
-        (status_line[9] - '0') * 100 + (status_line[10] - '0') * 10 + (status_line[11] - '0');
-    if (status_line.size() > 13) fresh.reason = std::string(status_line.substr(13));
-
-    std::string_view rest =
-        eol == std::string_view::npos ? std::string_view() : head.substr(eol + 2);
-    while (!rest.empty()) {
-      size_t next = rest.find("\r\n");
-      std::string_view line = rest.substr(0, next);
-      rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 2);
-      size_t colon = line.find(':');
-      if (line.empty() || line.front() == ' ' || line.front() == '\t' || colon == 0 ||
-          colon == std::string_view::npos ||
-          line.substr(0, colon).find_first_of(" \t") != std::string_view::npos) {
-        return DataLoss("malformed header line '" + std::string(line.substr(0, 80)) + "'");
-      }
-      fresh.headers.emplace_back(std::string(line.substr(0, colon)),
-                                 std::string(Trim(line.substr(colon + 1))));
-    }
-
-    // An interim 1xx response is followed by the real one.
-    if (fresh.status >= 100 && fresh.status < 200) return Status::Ok();
     resp_ = std::move(fresh);
-
-    if (resp_.status == 204 || resp_.status == 304) {
-      mode_ = Mode::kDone;
-      return Status::Ok();
-    }
-    if (const std::string* te = resp_.FindHeader("Transfer-Encoding")) {
-      std::string_view codings = *te;
-      size_t comma = codings.rfind(',');
-      std::string_view last =
-          Trim(comma == std::string_view::npos ? codings : codings.substr(comma + 1));
-      if (!IEquals(last, "chunked")) {
-        return DataLoss("unsupported Transfer-Encoding '" + *te + "' (only chunked is understood)");
-      }
-      mode_ = Mode::kChunkSize;
-      return Status::Ok();
-    }
-    bool have_length = false;
-    for (const auto& [name, value] : resp_.headers) {
-      if (!IEquals(name, "Content-Length")) continue;
-      uint64_t n = 0;
-      if (!ParseDecimal(value, &n)) return DataLoss("bad Content-Length '" + value + "'");
-      if (have_length && n != remaining_) return DataLoss("conflicting Content-Length headers");
-      have_length = true;
-      remaining_ = n;
-    }
-    if (have_length) {
-      if (remaining_ > max_body_) {
-        return ResourceExhausted("Content-Length " + std::to_string(remaining_) +
-                                 " is larger than the " + std::to_string(max_body_) +
-                                 "-byte limit");
-      }
-      mode_ = remaining_ == 0 ? Mode::kDone : Mode::kLength;
-    } else {
-      mode_ = Mode::kUntilClose;
+    switch (h->framing) {
+      case BodyFraming::kNone:
+        mode_ = Mode::kDone;
+        break;
+      case BodyFraming::kContentLength:
+        if (h->content_length > max_body_) {
+          return ResourceExhausted("Content-Length " + std::to_string(h->content_length) +
+                                   " is larger than the " + std::to_string(max_body_) +
+                                   "-byte limit");
+        }
+        remaining_ = h->content_length;
+        mode_ = Mode::kLength;
+        break;
+      case BodyFraming::kChunked:
+        mode_ = Mode::kChunked;
+        break;
+      case BodyFraming::kUntilClose:
+        mode_ = Mode::kUntilClose;
+        break;
     }
     return Status::Ok();
   }
 
   uint64_t max_body_;
   std::string buf_;
-  size_t pos_ = 0;
+  size_t scanned_ = 0;
   Mode mode_ = Mode::kHead;
   uint64_t remaining_ = 0;
+  ChunkedDecoder chunks_;
   Response resp_;
 };
 
@@ -490,8 +368,9 @@ Result<Url> ParseUrl(std::string_view text) {
   }
   if (host.empty()) return InvalidArgument(quoted + ": missing host");
   if (!port.empty()) {
-    uint64_t p = 0;
-    if (!ParseDecimal(port, &p) || p == 0 || p > 65535) {
+    unsigned p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) {
       return InvalidArgument(quoted + ": bad port '" + std::string(port) + "' (expected 1-65535)");
     }
     url.port = static_cast<uint16_t>(p);

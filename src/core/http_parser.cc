@@ -90,23 +90,23 @@ Status ParseHeaderLines(std::string_view block, std::vector<HeaderView>* out, St
   out->reserve(16);  // typical heads fit: one allocation instead of five
   while (!block.empty()) {
     size_t eol = block.find("\r\n");
-    if (eol == std::string_view::npos) return Status(code, "header line without CRLF");
+    if (eol == std::string_view::npos) return Status(code, "malformed header line: no CRLF");
     std::string_view line = block.substr(0, eol);
     block.remove_prefix(eol + 2);
     if (line.empty()) break;  // the blank line that ends the head
     if (line.front() == ' ' || line.front() == '\t') {
-      return Status(code, "obsolete line folding in headers");
+      return Status(code, "malformed header line: obsolete line folding");
     }
     size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return Status(code, "header line without ':'");
+    if (colon == std::string_view::npos) return Status(code, "malformed header line: no ':'");
     std::string_view name = line.substr(0, colon);
     if (!IsToken(name)) {
       // Covers "Name : value" (space before the colon), which some servers
       // accept and others do not: the classic smuggling ambiguity.
-      return Status(code, "invalid header name");
+      return Status(code, "malformed header line: invalid name");
     }
     std::string_view value = TrimOws(line.substr(colon + 1));
-    if (!IsFieldValue(value)) return Status(code, "control character in a header value");
+    if (!IsFieldValue(value)) return Status(code, "malformed header line: control character in the value");
     out->push_back(HeaderView{name, value});
   }
   return Status::Ok();
@@ -125,7 +125,7 @@ Status DecideFraming(const std::vector<HeaderView>& headers, StatusCode code, bo
   const HeaderView* te = nullptr;
   for (const HeaderView& h : headers) {
     if (IEquals(h.name, "content-length")) {
-      if (cl) return Status(code, "repeated Content-Length");
+      if (cl) return Status(code, "conflicting Content-Length headers (a repeated one is refused)");
       cl = &h;
     } else if (IEquals(h.name, "transfer-encoding")) {
       if (te) return Status(code, "repeated Transfer-Encoding");
@@ -147,7 +147,7 @@ Status DecideFraming(const std::vector<HeaderView>& headers, StatusCode code, bo
     return Status::Ok();
   }
   if (cl) {
-    if (!ParseDigits(cl->value, &f->content_length)) return Status(code, "invalid Content-Length");
+    if (!ParseDigits(cl->value, &f->content_length)) return Status(code, "bad Content-Length");
     f->framing = f->content_length == 0 ? BodyFraming::kNone : BodyFraming::kContentLength;
   }
   return Status::Ok();
@@ -307,22 +307,23 @@ Result<RequestHead> ParseRequestHead(std::string_view head) {
 
 Result<ResponseHead> ParseResponseHead(std::string_view head, std::string_view request_method) {
   size_t eol = head.find("\r\n");
-  if (eol == std::string_view::npos) return DataLoss("upstream status line without CRLF");
+  if (eol == std::string_view::npos) return DataLoss("malformed status line: no CRLF");
   std::string_view line = head.substr(0, eol);
   ResponseHead resp;
   if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &resp.minor_version) ||
       line[8] != ' ') {
-    return DataLoss("malformed upstream status line");
+    return DataLoss("malformed status line '" + std::string(line.substr(0, 80)) +
+                    "' (expected 'HTTP/1.1 <3-digit code> <reason>')");
   }
   std::string_view code = line.substr(9, 3);
   uint64_t status = 0;
   if (!ParseDigits(code, &status) || status < 100 || status > 599) {
-    return DataLoss("invalid upstream status code");
+    return DataLoss("malformed status line: status code out of range");
   }
-  if (line.size() > 12 && line[12] != ' ') return DataLoss("malformed upstream status line");
+  if (line.size() > 12 && line[12] != ' ') return DataLoss("malformed status line: no space after the code");
   resp.status = static_cast<int>(status);
   resp.reason = line.size() > 13 ? line.substr(13) : std::string_view();
-  if (!IsFieldValue(resp.reason)) return DataLoss("control character in upstream reason phrase");
+  if (!IsFieldValue(resp.reason)) return DataLoss("malformed status line: control character in the reason");
   RETURN_IF_ERROR(ParseHeaderLines(head.substr(eol + 2), &resp.headers, StatusCode::kDataLoss));
   Framing f;
   RETURN_IF_ERROR(DecideFraming(resp.headers, StatusCode::kDataLoss, false, resp.minor_version, &f));
@@ -375,7 +376,7 @@ Status ChunkedDecoder::Feed(std::string_view in, std::string* out, size_t* used)
         uint64_t size = 0;
         if (size_text.empty() || size_text.size() > 15) {
           *used = pos;
-          return InvalidArgument("invalid chunk size");
+          return InvalidArgument("bad chunk size");
         }
         for (char c : size_text) {
           int d;
@@ -387,7 +388,7 @@ Status ChunkedDecoder::Feed(std::string_view in, std::string* out, size_t* used)
             d = c - 'A' + 10;
           } else {
             *used = pos;
-            return InvalidArgument("invalid chunk size");
+            return InvalidArgument("bad chunk size");
           }
           size = size * 16 + static_cast<uint64_t>(d);
         }
