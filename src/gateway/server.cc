@@ -104,6 +104,36 @@ struct RequestLog {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   double upstream_s = -1;
+
+  // Back to the state of a new request, keeping the strings' capacity (one
+  // RequestLog serves all the requests of a connection).
+  void Reset() {
+    for (std::string* f : {&request_id, &model, &reason, &key_id, &role, &backend}) f->clear();
+    route.assign("-");
+    decision.assign("allow");
+    status = 0;
+    prompt_tokens = completion_tokens = 0;
+    bytes_in = bytes_out = 0;
+    upstream_s = -1;
+  }
+};
+
+// What Worker::Gate decides from a request head: the route, the caller, or
+// the answer when it is already known.
+struct GateResult {
+  const RouteConfig* route = nullptr;
+  bool admin = false;
+  Identity who{"anonymous", "", {}};
+  LocalResponse response;
+
+  void Reset() {
+    route = nullptr;
+    admin = false;
+    who.kind.assign("anonymous");
+    who.key_id.clear();
+    who.roles.clear();
+    response = LocalResponse{};
+  }
 };
 
 class Worker;
@@ -127,6 +157,8 @@ struct Conn {
   // connection so that their capacity is allocated once, not per request.
   std::string head_text, body, up_head, up_resp_text, resp_head, sniffed, decoded, scanned_out,
       frame;
+  RequestLog log;
+  GateResult gate;
 
   // Set when the listener terminates TLS; reads and writes go through it.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
@@ -239,12 +271,6 @@ class Worker {
   // What can be decided from the head alone, before a body is read:
   // built-in endpoints, the route, the caller. False with g->response set
   // when the answer is already known.
-  struct GateResult {
-    const RouteConfig* route = nullptr;
-    bool admin = false;
-    Identity who{"anonymous", "", {}};
-    LocalResponse response;
-  };
   bool Gate(const http::RequestHead& req, const Runtime& rt, RequestLog& log, GateResult* g);
   awaitable<bool> Serve(Conn& c, const http::RequestHead& req, std::string& body, RequestLog& log,
                         GateResult& gate, const Runtime& rt);
@@ -254,14 +280,16 @@ class Worker {
                         const Runtime& rt, const BackendConfig& backend, bool openai_stream,
                         bool strip_usage, bool sniff_usage, const Admission* adm, RequestLog& log,
                         internal::LocalResponse* failure, bool* headers_sent);
-  Result<Identity> Authenticate(const http::RequestHead& req, const Runtime& rt, std::string* reason);
+  // Fills *who (reusing its strings) or returns PermissionDenied with *reason set.
+  Status Authenticate(const http::RequestHead& req, const Runtime& rt, std::string* reason,
+                      Identity* who);
   void Finish(const http::RequestHead* req, RequestLog& log, Clk::time_point start);
 
   metrics::Counter* CounterFor(std::string_view name, std::string_view help,
                                const metrics::Labels& labels);
   metrics::Histogram* HistogramFor(std::string_view name, std::string_view help,
                                    const metrics::Labels& labels);
-  std::string NextRequestId() {
+  void NextRequestId(std::string* out) {
     // "<instance>-<worker>-<hex sequence>", built without a format parse.
     char buf[64];
     char* p = buf;
@@ -271,7 +299,7 @@ class Worker {
     p = std::to_chars(p, buf + sizeof(buf), index_).ptr;
     *p++ = '-';
     p = std::to_chars(p, buf + sizeof(buf), ++request_seq_, 16).ptr;
-    return std::string(buf, static_cast<size_t>(p - buf));
+    out->assign(buf, static_cast<size_t>(p - buf));
   }
 
   Shared& shared_;
@@ -496,13 +524,14 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     }
     c->idle = false;
     Clk::time_point start = Clk::now();
-    RequestLog log;
+    RequestLog& log = c->log;
+    log.Reset();
     log.client = c->client_addr;
     if (eof) {
       // A timeout with part of a head is a slow client: tell it. A timeout or
       // close between requests is the normal end of keep-alive.
       if (c->timed_out && !c->in.empty()) {
-        log.request_id = NextRequestId();
+        NextRequestId(&log.request_id);
         log.decision = "deny";
         log.reason = "header_timeout";
         c->SetDeadline(std::chrono::seconds(2));
@@ -514,7 +543,7 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
       break;
     }
     if (scan != http::HeadScan::kComplete) {
-      log.request_id = NextRequestId();
+      NextRequestId(&log.request_id);
       log.decision = "deny";
       LocalResponse r = scan == http::HeadScan::kTooLarge
                             ? internal::ErrorResponse(431, "header_too_large",
@@ -535,7 +564,7 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     c->in.Consume(head_end);
     Result<http::RequestHead> parsed = http::ParseRequestHead(head_text);
     if (!parsed.ok()) {
-      log.request_id = NextRequestId();
+      NextRequestId(&log.request_id);
       log.decision = "deny";
       log.reason = "bad_request";
       c->SetDeadline(std::chrono::seconds(2));
@@ -548,12 +577,17 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     }
     http::RequestHead& req = *parsed;
     const http::HeaderView* rid = req.Find("x-request-id");
-    log.request_id = rid && ValidRequestId(rid->value) ? std::string(rid->value) : NextRequestId();
+    if (rid && ValidRequestId(rid->value)) {
+      log.request_id.assign(rid->value);
+    } else {
+      NextRequestId(&log.request_id);
+    }
     log.bytes_in = head_end;
 
     // Route and credentials are checked on the head, so that nobody without a
     // key can make the gateway read (and hold) a body.
-    GateResult gate;
+    GateResult& gate = c->gate;
+    gate.Reset();
     if (!Gate(req, *rt, log, &gate)) {
       bool unread_body = req.framing != http::BodyFraming::kNone;
       bool close = !req.keep_alive || unread_body || shared_.draining.load();
@@ -683,8 +717,8 @@ awaitable<bool> Worker::WriteLocal(Conn& c, const http::RequestHead* req, const 
   co_return !ec && !close;
 }
 
-Result<Identity> Worker::Authenticate(const http::RequestHead& req, const Runtime& rt,
-                                      std::string* reason) {
+Status Worker::Authenticate(const http::RequestHead& req, const Runtime& rt, std::string* reason,
+                            Identity* who) {
   std::string_view token;
   if (const http::HeaderView* h = req.Find("authorization")) {
     if (!StartsWithI(h->value, "Bearer ")) {
@@ -727,7 +761,11 @@ Result<Identity> Worker::Authenticate(const http::RequestHead& req, const Runtim
       *reason = std::string(security::KeyCheckName(check));
       return PermissionDenied(fmt::format("API key rejected: {}", *reason));
     }
-    return Identity{"api_key", info->id, {info->role}};
+    who->kind.assign("api_key");
+    who->key_id.assign(info->id);
+    who->roles.resize(1);
+    who->roles[0].assign(info->role);
+    return Status::Ok();
   }
   if (!rt.jwt) {
     *reason = "malformed";
@@ -738,7 +776,10 @@ Result<Identity> Worker::Authenticate(const http::RequestHead& req, const Runtim
     *reason = "jwt_" + claims.status().message();
     return PermissionDenied(fmt::format("token rejected: {}", claims.status().message()));
   }
-  return Identity{"jwt", claims->subject, claims->roles};
+  who->kind.assign("jwt");
+  who->key_id.assign(claims->subject);
+  who->roles = std::move(claims->roles);
+  return Status::Ok();
 }
 
 const RouteConfig* MatchRoute(const GatewayConfig& cfg, std::string_view path) {
@@ -779,15 +820,14 @@ bool Worker::Gate(const http::RequestHead& req, const Runtime& rt, RequestLog& l
   }
   if (g->admin || g->route->auth_required) {
     std::string reason;
-    Result<Identity> id = Authenticate(req, rt, &reason);
+    Status id = Authenticate(req, rt, &reason, &g->who);
     if (!id.ok()) {
       log.decision = "deny";
       log.reason = reason;
-      g->response = internal::ErrorResponse(401, "unauthorized", id.status().message());
+      g->response = internal::ErrorResponse(401, "unauthorized", id.message());
       g->response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gantry\"");
       return false;
     }
-    g->who = std::move(*id);
     log.key_id = g->who.key_id;
     log.role = g->who.roles.empty() ? "" : g->who.roles.front();
   }
