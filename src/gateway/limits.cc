@@ -418,15 +418,17 @@ Admission DenyCounter(const PlannedCounter& c, const Windows& w) {
 // {0, index of the denying key, its tokens/value} (a denying counter adds every
 // counter's value, for the local mirror). Numbers travel as strings because
 // Redis truncates Lua numbers to integers.
-constexpr const char* kAdmitScript = R"lua(
--- Idle expiry: the time to refill completely (then the bucket is as good as absent),
--- capped at ~10 years and formatted as an integer (huge values would print as 1e+20,
--- which PEXPIRE rejects).
-local function ttl_ms(cap, x, rate)
-  local t = math.ceil((cap - x) / rate * 1000) + 1000
-  if t > 315360000000 then t = 315360000000 end
-  return string.format('%d', t)
-end
+// Shared by both scripts. Idle expiry: the time to refill completely (then the
+// bucket is as good as absent), capped at ~10 years and formatted as an
+// integer (huge values would print as 1e+20, which PEXPIRE rejects).
+#define GANTRY_LUA_TTL_MS                                   \
+  "local function ttl_ms(cap, x, rate)\n"                   \
+  "  local t = math.ceil((cap - x) / rate * 1000) + 1000\n" \
+  "  if t > 315360000000 then t = 315360000000 end\n"       \
+  "  return string.format('%d', t)\n"                       \
+  "end\n"
+
+constexpr const char* kAdmitScript = GANTRY_LUA_TTL_MS R"lua(
 local nb = tonumber(ARGV[1])
 local nq = tonumber(ARGV[2])
 local t = redis.call('TIME')
@@ -505,12 +507,7 @@ return out
 
 // Lua: charges a token correction. KEYS: nb TPM buckets then counters. ARGV: nb, delta
 // (float, for buckets), idelta (integer, for counters), then per bucket (capacity, rate).
-constexpr const char* kSettleScript = R"lua(
-local function ttl_ms(cap, x, rate)
-  local t = math.ceil((cap - x) / rate * 1000) + 1000
-  if t > 315360000000 then t = 315360000000 end
-  return string.format('%d', t)
-end
+constexpr const char* kSettleScript = GANTRY_LUA_TTL_MS R"lua(
 local nb = tonumber(ARGV[1])
 local delta = tonumber(ARGV[2])
 local idelta = tonumber(ARGV[3])
