@@ -324,7 +324,8 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
     gw->limiter.quotas.push_back(std::move(q));
   }
   if (cfg.Has("redis")) {
-    RETURN_IF_ERROR(cfg.CheckKnownKeys("redis", {"address", "timeout", "failure_mode", "prefix"}));
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(
+        "redis", {"address", "timeout", "failure_mode", "prefix", "password_file"}));
     RedisOptions r;
     ASSIGN_OR_RETURN(std::string addr, cfg.GetString("redis.address", "127.0.0.1:6379"));
     ASSIGN_OR_RETURN(auto hp, ParseHostPort(cfg, "redis.address", addr));
@@ -339,6 +340,18 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
     }
     r.fail_closed = mode == "closed";
     ASSIGN_OR_RETURN(r.prefix, cfg.GetString("redis.prefix", "gantry:"));
+    ASSIGN_OR_RETURN(std::string password_file, cfg.GetString("redis.password_file", ""));
+    if (!password_file.empty()) {
+      ASSIGN_OR_RETURN(r.password, ReadKeyFile(cfg, "redis.password_file",
+                                               Resolve(gw->source, password_file)));
+      while (!r.password.empty() && (r.password.back() == '\n' || r.password.back() == '\r')) {
+        r.password.pop_back();
+      }
+      if (r.password.empty()) {
+        return InvalidArgument(fmt::format("{}: the password file is empty",
+                                           cfg.Locate("redis.password_file")));
+      }
+    }
     gw->limiter.redis = std::move(r);
   }
   gw->limiter.state_path = gw->state_path;

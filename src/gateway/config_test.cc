@@ -94,6 +94,8 @@ TEST(GatewayConfig, ErrorsNameTheKey) {
       {"auth: {jwt: {keys: [{alg: HS256, secret_file: /nonexistent/secret}]}}\n",
        "cannot read '/nonexistent/secret'"},
       {"redis: {address: '127.0.0.1:6379', failure_mode: maybe}\n", "failure_mode"},
+      {"redis: {address: '127.0.0.1:6379', password_file: /nonexistent/pw}\n",
+       "cannot read '/nonexistent/pw'"},
       {"roles: {user: [{resource: x}]}\n", "needs an action"},
       {"workers: -1\n", "workers"},
   };

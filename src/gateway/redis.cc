@@ -167,9 +167,25 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
     state = kUp;
     backoff = kMinBackoff;
     last_read = SteadyClock::now();
+    if (!opt.password.empty()) Authenticate();
     StartRead(gen);
     if (!out.empty() && !write_in_flight) StartWrite(gen);
     if (state_cb) state_cb(true);
+  }
+
+  // Puts AUTH ahead of everything queued while connecting, so that it is the
+  // connection's first command. Its reply is not awaited: with a wrong password
+  // every later command fails with NOAUTH, which the limiter counts as Redis
+  // errors (fail-open or fail-closed) and the log names.
+  void Authenticate() {
+    const char* argv[] = {"AUTH", opt.password.data()};
+    size_t lens[] = {4, opt.password.size()};
+    char* cmd = nullptr;
+    int n = redisFormatCommandArgv(&cmd, 2, argv, lens);
+    if (n < 0 || cmd == nullptr) return;
+    out.insert(0, cmd, static_cast<size_t>(n));
+    redisFreeCommand(cmd);
+    pending.push_front(std::make_shared<Waiter>());
   }
 
   void ConnectFailed(uint64_t /*gen*/, boost::system::error_code ec) {

@@ -88,6 +88,38 @@ TEST(RedisIntegrationTest, Basics) {
   EXPECT_EQ(c.errors(), 0u);
 }
 
+TEST(RedisIntegrationTest, AuthenticatesWithPasswordAndReconnects) {
+  TestRedisServer server("s3cret-pass");
+  ASSERT_TRUE(server.Start());
+  asio::io_context io;
+  {
+    RedisConnection anonymous(io, Opts(server.port()));
+    auto r = Cmd(io, anonymous, {"PING"});
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->is_error()) << r->str;  // NOAUTH
+  }
+  RedisOptions o = Opts(server.port());
+  o.password = "s3cret-pass";
+  RedisConnection c(io, o);
+  auto r = Cmd(io, c, {"SET", "k", "v"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->is_error()) << r->str;
+  // After a restart the connection comes back and authenticates again.
+  server.Kill();
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(RunUntil(io, [&] {
+    auto p = Cmd(io, c, {"PING"});
+    return p.ok() && !p->is_error();
+  }));
+  // A wrong password: commands are answered with errors, never hang.
+  RedisOptions bad = Opts(server.port());
+  bad.password = "wrong";
+  RedisConnection w(io, bad);
+  auto e = Cmd(io, w, {"PING"});
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->is_error());
+}
+
 TEST(RedisIntegrationTest, PipelinedRepliesMatchFifo) {
   TestRedisServer server;
   ASSERT_TRUE(server.Start());

@@ -15,12 +15,14 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace gantry::gateway::testing {
 
 class TestRedisServer {
  public:
-  TestRedisServer() {
+  // `requirepass`, when set, makes the server demand AUTH with it.
+  explicit TestRedisServer(std::string requirepass = "") : requirepass_(std::move(requirepass)) {
     dir_ = std::filesystem::temp_directory_path() /
            ("gantry_redis_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
@@ -41,8 +43,16 @@ class TestRedisServer {
       if (::chdir(dir_.c_str()) != 0) ::_exit(126);
       const std::string port = std::to_string(port_);
       const std::string log = (dir_ / "redis.log").string();
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--logfile", log.c_str(), nullptr);
+      std::vector<const char*> argv = {"redis-server", "--port",       port.c_str(),
+                                       "--bind",       "127.0.0.1",    "--save",
+                                       "",             "--appendonly", "no",
+                                       "--logfile",    log.c_str()};
+      if (!requirepass_.empty()) {
+        argv.push_back("--requirepass");
+        argv.push_back(requirepass_.c_str());
+      }
+      argv.push_back(nullptr);
+      ::execvp("redis-server", const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
     for (int i = 0; i < 500; ++i) {
@@ -85,6 +95,7 @@ class TestRedisServer {
     ::close(fd);
     return ok;
   }
+  std::string requirepass_;
   static inline int counter_ = 0;
   std::filesystem::path dir_;
   int port_ = 0;

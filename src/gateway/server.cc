@@ -1742,7 +1742,8 @@ Status Gateway::Reload(GatewayConfig config) {
                                 config.limiter.redis->port != old.limiter.redis->port ||
                                 config.limiter.redis->prefix != old.limiter.redis->prefix ||
                                 config.limiter.redis->fail_closed != old.limiter.redis->fail_closed ||
-                                config.limiter.redis->timeout_s != old.limiter.redis->timeout_s));
+                                config.limiter.redis->timeout_s != old.limiter.redis->timeout_s ||
+                                config.limiter.redis->password != old.limiter.redis->password));
   if (redis_changed) fixed.push_back("redis");
   if (config.audit.path != old.audit.path ||
       config.audit.signing_key_path != old.audit.signing_key_path) {

@@ -64,6 +64,9 @@ struct RedisOptions {
   double timeout_s = 0.02;   // per command, from queueing to reply
   bool fail_closed = false;  // Redis down: false = decide locally (degraded), true = 503
   std::string prefix = "gantry:";
+  // Sent with AUTH as the first command of every connection when non-empty
+  // (redis-server requirepass / ACL default user).
+  std::string password;
 };
 
 struct LimiterConfig {
