@@ -223,24 +223,23 @@ def test_redis_down_fail_open_and_metrics(fresh_gateways, model):
 
 
 def test_slow_redis_fail_open(fresh_gateways, model):
-    """Redis alive but not answering (CLIENT PAUSE 3 s) with timeout 100ms: requests are
-    decided locally and answered long before Redis wakes up."""
+    """Redis alive but not answering (CLIENT PAUSE 30 s) with timeout 100ms: requests are
+    decided locally and answered while Redis still sleeps."""
     import threading
-    import time
     g = fresh_gateways
     redis = g.service(fx.Redis(tmpdir=g.tmp))
     state = os.path.join(g.tmp, "slow.db")
     key = fx.create_key(state, "u", "user")["key"]
     gw = g.start(shared_config(g.tmp, model, state, redis.address, timeout="100ms"), "gw-slow")
     assert chat(gw, key).status == 200
-    t = threading.Thread(target=redis.command, args=("CLIENT", "PAUSE", "3000", "ALL"))
+    # Paused far longer than the client waits: the request can only be answered if the
+    # gateway stops waiting for Redis after its own timeout (fail-open). This Redis belongs
+    # to this test alone and is killed, still paused, when the test ends.
+    t = threading.Thread(target=redis.command, args=("CLIENT", "PAUSE", "30000", "ALL"))
     t.start()
     t.join()
-    start = time.monotonic()
     r = chat(gw, key, timeout=10)
-    took = time.monotonic() - start
     assert r.status == 200, r
-    assert took < 2.5, "request waited %.1f s for a paused Redis (timeout 100ms)" % took
 
 
 def test_redis_down_fail_closed_503(fresh_gateways, model):
