@@ -18,6 +18,7 @@
 
 #include "gantry/core/log.h"
 #include "gantry/gateway/redis.h"
+#include "gantry/security/crypto.h"
 #include "gantry/security/rbac.h"
 #include "quota_store.h"
 
@@ -546,16 +547,11 @@ std::string Sha1Hex(std::string_view s);
 namespace gantry::gateway {
 namespace {
 
+// Redis names a loaded script by the SHA-1 of its text (EVALSHA).
 std::string Sha1Hex(std::string_view s) {
   unsigned char md[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(s.data()), s.size(), md);
-  std::string out;
-  char buf[3];
-  for (unsigned char c : md) {
-    std::snprintf(buf, sizeof(buf), "%02x", c);
-    out += buf;
-  }
-  return out;
+  return security::HexEncode(std::string_view(reinterpret_cast<const char*>(md), sizeof(md)));
 }
 
 struct Bucket {

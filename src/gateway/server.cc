@@ -360,27 +360,30 @@ std::string LabelKey(std::string_view name, const metrics::Labels& labels) {
   return k;
 }
 
+// Looks `key` up in a per-worker cache, registering the series with `make`
+// the first time (nullptr when the registry refuses it; metrics never fail a
+// request).
+template <typename T, typename Make>
+T* CachedSeries(std::unordered_map<std::string, T*>& cache, std::string key, Make make) {
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Result<T*> r = make();
+  T* p = r.ok() ? *r : nullptr;
+  cache.emplace(std::move(key), p);
+  return p;
+}
+
 metrics::Counter* Worker::CounterFor(std::string_view name, std::string_view help,
                                      const metrics::Labels& labels) {
-  std::string key = LabelKey(name, labels);
-  auto it = counters_.find(key);
-  if (it != counters_.end()) return it->second;
-  Result<metrics::Counter*> c = shared_.registry.GetCounter(name, help, labels);
-  metrics::Counter* p = c.ok() ? *c : nullptr;
-  counters_.emplace(std::move(key), p);
-  return p;
+  return CachedSeries(counters_, LabelKey(name, labels),
+                      [&] { return shared_.registry.GetCounter(name, help, labels); });
 }
 
 metrics::Histogram* Worker::HistogramFor(std::string_view name, std::string_view help,
                                          const metrics::Labels& labels) {
-  std::string key = LabelKey(name, labels);
-  auto it = histograms_.find(key);
-  if (it != histograms_.end()) return it->second;
-  Result<metrics::Histogram*> h =
-      shared_.registry.GetHistogram(name, help, labels, metrics::DefaultLatencyBuckets());
-  metrics::Histogram* p = h.ok() ? *h : nullptr;
-  histograms_.emplace(std::move(key), p);
-  return p;
+  return CachedSeries(histograms_, LabelKey(name, labels), [&] {
+    return shared_.registry.GetHistogram(name, help, labels, metrics::DefaultLatencyBuckets());
+  });
 }
 
 awaitable<void> Worker::Accept() {
