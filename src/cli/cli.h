@@ -46,6 +46,9 @@ void RegisterAudit(CLI::App& app, Action* action);
 // `gantry gateway check`.
 void RegisterGateway(CLI::App& app, Action* action);
 
+// advise_cmd.cc: `gantry advise [--workload F] | commit | catalog`.
+void RegisterAdvise(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".

@@ -67,6 +67,7 @@ int Main(int argc, char** argv) {
   RegisterCkpt(app, &action);
   RegisterGateway(app, &action);
   RegisterAudit(app, &action);
+  RegisterAdvise(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

@@ -1,0 +1,339 @@
+// Workload files and their validation (see include/gantry/advise/advise.h).
+#include <fmt/format.h>
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "gantry/advise/advise.h"
+#include "gantry/core/units.h"
+
+namespace gantry::advise {
+
+std::string_view StageName(Stage s) { return s == Stage::kTraining ? "training" : "inference"; }
+
+std::string_view ModelKindName(ModelKind k) {
+  switch (k) {
+    case ModelKind::kGenerative: return "generative";
+    case ModelKind::kComplex: return "complex";
+    case ModelKind::kSmall: return "small";
+  }
+  return "?";
+}
+
+std::string_view ObjectiveName(Objective o) { return o == Objective::kCost ? "cost" : "time"; }
+
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (!std::isspace(static_cast<unsigned char>(c))) {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
+Result<Stage> ParseStage(std::string_view text) {
+  std::string t = Lower(text);
+  if (t == "training" || t == "train") return Stage::kTraining;
+  if (t == "inference" || t == "serving" || t == "serve") return Stage::kInference;
+  return InvalidArgument(fmt::format("stage '{}': use training or inference", text));
+}
+
+Result<ModelKind> ParseKind(std::string_view text) {
+  std::string t = Lower(text);
+  if (t == "generative") return ModelKind::kGenerative;
+  if (t == "complex") return ModelKind::kComplex;
+  if (t == "small") return ModelKind::kSmall;
+  return InvalidArgument(fmt::format(
+      "kind '{}': use generative (LLMs, diffusion), complex (large non-generative models such "
+      "as vision or speech) or small (classical ML and small networks)",
+      text));
+}
+
+Result<Objective> ParseObjective(std::string_view text) {
+  std::string t = Lower(text);
+  if (t == "cost") return Objective::kCost;
+  if (t == "time") return Objective::kTime;
+  return InvalidArgument(fmt::format("objective '{}': use cost or time", text));
+}
+
+// Adds "file:line:col: key 'k'" to an error about one value.
+Status At(const Config& cfg, std::string_view key, const Status& s) {
+  return InvalidArgument(fmt::format("{}: {}", cfg.Locate(key), s.message()));
+}
+
+template <typename T, typename Parse>
+Status ReadEnum(const Config& cfg, std::string_view key, T* out, Parse parse) {
+  if (!cfg.Has(key)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string text, cfg.GetString(key, ""));
+  Result<T> v = parse(text);
+  if (!v.ok()) return At(cfg, key, v.status());
+  *out = *v;
+  return Status::Ok();
+}
+
+Status ReadCount(const Config& cfg, std::string_view key, double* out) {
+  if (!cfg.Has(key)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::string text, cfg.GetString(key, ""));
+  Result<double> v = ParseCount("", text);  // At() names the key
+  if (!v.ok()) return At(cfg, key, v.status());
+  *out = *v;
+  return Status::Ok();
+}
+
+template <typename Int>
+Status ReadInt(const Config& cfg, std::string_view key, Int* out) {
+  if (!cfg.Has(key)) return Status::Ok();
+  // Counts such as "8k" are welcome for sequence lengths and token numbers.
+  double v = 0;
+  RETURN_IF_ERROR(ReadCount(cfg, key, &v));
+  if (v != std::floor(v) || v > 1e15) {
+    return At(cfg, key, InvalidArgument(fmt::format("{} is not a whole number", v)));
+  }
+  *out = static_cast<Int>(v);
+  return Status::Ok();
+}
+
+Status ReadDouble(const Config& cfg, std::string_view key, double* out) {
+  if (!cfg.Has(key)) return Status::Ok();
+  ASSIGN_OR_RETURN(*out, cfg.GetDouble(key, *out));
+  return Status::Ok();
+}
+
+Status ReadHours(const Config& cfg, std::string_view key, double* out) {
+  if (!cfg.Has(key)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::chrono::nanoseconds d, cfg.GetDuration(key, std::chrono::nanoseconds(0)));
+  *out = std::chrono::duration<double>(d).count() / 3600.0;
+  return Status::Ok();
+}
+
+Status ReadSeconds(const Config& cfg, std::string_view key, double* out) {
+  if (!cfg.Has(key)) return Status::Ok();
+  ASSIGN_OR_RETURN(std::chrono::nanoseconds d, cfg.GetDuration(key, std::chrono::nanoseconds(0)));
+  *out = std::chrono::duration<double>(d).count();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<double> ParseCount(std::string_view what, std::string_view text) {
+  std::string t(text);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  size_t start = 0;
+  while (start < t.size() && std::isspace(static_cast<unsigned char>(t[start]))) ++start;
+  t = t.substr(start);
+  const std::string prefix = what.empty() ? "" : std::string(what) + ": ";
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "{}'{}' is not a count; write a number, optionally with k, M, B (or G) or T "
+        "(\"8B\", \"1.5e9\", \"125M\")",
+        prefix, text));
+  };
+  if (t.empty()) return bad();
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str()) return bad();
+  std::string suffix(end);
+  double scale = 1;
+  if (suffix == "k" || suffix == "K") {
+    scale = 1e3;
+  } else if (suffix == "M" || suffix == "m") {
+    scale = 1e6;
+  } else if (suffix == "B" || suffix == "b" || suffix == "G" || suffix == "g") {
+    scale = 1e9;
+  } else if (suffix == "T" || suffix == "t") {
+    scale = 1e12;
+  } else if (!suffix.empty()) {
+    return bad();
+  }
+  v *= scale;
+  if (!std::isfinite(v) || v < 0) {
+    return InvalidArgument(fmt::format("{}'{}' must be a finite, non-negative count", prefix, text));
+  }
+  return v;
+}
+
+Result<Workload> ParseWorkload(const Config& cfg) {
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "", {"name", "stage", "kind", "model", "training", "inference", "constraints",
+           "performance"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "model", {"params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "training", {"precision", "optimizer", "zero_stage", "tensor_parallel", "pipeline_parallel",
+                   "sequence_parallel", "recompute", "flash_attention", "sequence",
+                   "micro_batch", "tokens"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "inference", {"precision", "kv_cache", "context", "batch", "prompt_tokens",
+                    "output_tokens", "target_token_ms", "target_first_token_ms", "target_rps",
+                    "hours_per_month"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "constraints",
+      {"region", "deadline", "budget_usd", "max_nodes", "objective", "interruptible"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "performance", {"mfu", "evictions_per_hour", "restart", "ckpt_write_gbps"}));
+
+  Workload w;
+  ASSIGN_OR_RETURN(w.name, cfg.GetString("name", ""));
+  if (!cfg.Has("stage")) {
+    return InvalidArgument(
+        fmt::format("{}: missing 'stage': write stage: training or stage: inference", cfg.origin()));
+  }
+  RETURN_IF_ERROR(ReadEnum(cfg, "stage", &w.stage, ParseStage));
+  RETURN_IF_ERROR(ReadEnum(cfg, "kind", &w.kind, ParseKind));
+
+  if (!cfg.Has("model.params")) {
+    return InvalidArgument(fmt::format(
+        "{}: missing 'model.params': give the parameter count (e.g. params: 8B)", cfg.origin()));
+  }
+  RETURN_IF_ERROR(ReadCount(cfg, "model.params", &w.model.params));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.layers", &w.model.layers));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.hidden", &w.model.hidden));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.heads", &w.model.heads));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.kv_heads", &w.model.kv_heads));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.head_dim", &w.model.head_dim));
+  RETURN_IF_ERROR(ReadInt(cfg, "model.ffn_hidden", &w.model.ffn_hidden));
+
+  if (w.stage == Stage::kTraining) {
+    if (cfg.Has("inference")) {
+      return InvalidArgument(fmt::format(
+          "{}: a training workload has no 'inference' section; remove it or set stage: inference",
+          cfg.Locate("inference")));
+    }
+    RETURN_IF_ERROR(ReadEnum(cfg, "training.precision", &w.precision, ParsePrecision));
+    RETURN_IF_ERROR(ReadEnum(cfg, "training.optimizer", &w.optimizer, ParseOptimizer));
+    if (cfg.Has("training.zero_stage")) {
+      ASSIGN_OR_RETURN(std::string z, cfg.GetString("training.zero_stage", ""));
+      if (Lower(z) == "auto") {
+        w.zero_stage = -1;
+      } else {
+        ASSIGN_OR_RETURN(int64_t stage, cfg.GetInt("training.zero_stage", -1));
+        w.zero_stage = static_cast<int>(stage);
+      }
+    }
+    RETURN_IF_ERROR(ReadInt(cfg, "training.tensor_parallel", &w.tensor_parallel));
+    RETURN_IF_ERROR(ReadInt(cfg, "training.pipeline_parallel", &w.pipeline_parallel));
+    ASSIGN_OR_RETURN(w.sequence_parallel, cfg.GetBool("training.sequence_parallel", false));
+    RETURN_IF_ERROR(ReadEnum(cfg, "training.recompute", &w.recompute, ParseRecompute));
+    ASSIGN_OR_RETURN(w.flash_attention, cfg.GetBool("training.flash_attention", true));
+    RETURN_IF_ERROR(ReadInt(cfg, "training.sequence", &w.sequence));
+    RETURN_IF_ERROR(ReadInt(cfg, "training.micro_batch", &w.micro_batch));
+    RETURN_IF_ERROR(ReadCount(cfg, "training.tokens", &w.tokens));
+  } else {
+    if (cfg.Has("training")) {
+      return InvalidArgument(fmt::format(
+          "{}: an inference workload has no 'training' section; remove it or set stage: training",
+          cfg.Locate("training")));
+    }
+    RETURN_IF_ERROR(ReadEnum(cfg, "inference.precision", &w.precision, ParsePrecision));
+    RETURN_IF_ERROR(ReadEnum(cfg, "inference.kv_cache", &w.kv_cache, ParsePrecision));
+    RETURN_IF_ERROR(ReadInt(cfg, "inference.context", &w.context));
+    RETURN_IF_ERROR(ReadInt(cfg, "inference.batch", &w.batch));
+    RETURN_IF_ERROR(ReadInt(cfg, "inference.prompt_tokens", &w.prompt_tokens));
+    RETURN_IF_ERROR(ReadInt(cfg, "inference.output_tokens", &w.output_tokens));
+    RETURN_IF_ERROR(ReadDouble(cfg, "inference.target_token_ms", &w.target_token_ms));
+    RETURN_IF_ERROR(ReadDouble(cfg, "inference.target_first_token_ms", &w.target_first_token_ms));
+    RETURN_IF_ERROR(ReadDouble(cfg, "inference.target_rps", &w.target_rps));
+    RETURN_IF_ERROR(ReadDouble(cfg, "inference.hours_per_month", &w.hours_per_month));
+  }
+
+  ASSIGN_OR_RETURN(w.region, cfg.GetString("constraints.region", w.region));
+  w.region = Lower(w.region);
+  RETURN_IF_ERROR(ReadHours(cfg, "constraints.deadline", &w.deadline_h));
+  RETURN_IF_ERROR(ReadDouble(cfg, "constraints.budget_usd", &w.budget_usd));
+  RETURN_IF_ERROR(ReadInt(cfg, "constraints.max_nodes", &w.max_nodes));
+  RETURN_IF_ERROR(ReadEnum(cfg, "constraints.objective", &w.objective, ParseObjective));
+  if (cfg.Has("constraints.interruptible")) {
+    ASSIGN_OR_RETURN(bool b, cfg.GetBool("constraints.interruptible", false));
+    w.interruptible = b;
+  }
+
+  RETURN_IF_ERROR(ReadDouble(cfg, "performance.mfu", &w.mfu));
+  RETURN_IF_ERROR(ReadDouble(cfg, "performance.evictions_per_hour", &w.evictions_per_hour));
+  RETURN_IF_ERROR(ReadSeconds(cfg, "performance.restart", &w.restart_s));
+  RETURN_IF_ERROR(ReadDouble(cfg, "performance.ckpt_write_gbps", &w.ckpt_write_gbps));
+
+  Status s = ValidateWorkload(w);
+  if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", cfg.origin(), s.message()));
+  return w;
+}
+
+Status ValidateWorkload(const Workload& w) {
+  auto bad = [](std::string msg) { return InvalidArgument(std::move(msg)); };
+  if (!(w.model.params > 0)) {
+    return bad("model.params: give the parameter count (e.g. 8B); it must be > 0");
+  }
+  if (w.model.layers < 0 || w.model.hidden < 0 || w.model.heads < 0 || w.model.kv_heads < 0 ||
+      w.model.head_dim < 0) {
+    return bad("model: layers, hidden, heads, kv_heads and head_dim must not be negative");
+  }
+  if (w.max_nodes < 1 || w.max_nodes > 4096) {
+    return bad(fmt::format("constraints.max_nodes: {} must be in 1..4096", w.max_nodes));
+  }
+  if (w.deadline_h < 0 || w.budget_usd < 0) {
+    return bad("constraints: deadline and budget_usd must not be negative");
+  }
+  if (w.mfu < 0 || w.mfu > 1) {
+    return bad(fmt::format("performance.mfu: {} must be in (0, 1] (0.4 means 40%)", w.mfu));
+  }
+  if (w.evictions_per_hour <= 0 || !std::isfinite(w.evictions_per_hour)) {
+    return bad(fmt::format("performance.evictions_per_hour: {} must be > 0 (0.05 = one eviction "
+                           "per 20 VM hours)",
+                           w.evictions_per_hour));
+  }
+  if (w.restart_s < 0) return bad("performance.restart must not be negative");
+  if (!(w.ckpt_write_gbps > 0)) {
+    return bad(fmt::format("performance.ckpt_write_gbps: {} must be > 0", w.ckpt_write_gbps));
+  }
+  if (w.stage == Stage::kTraining) {
+    if (!(w.tokens > 0)) {
+      return bad("training.tokens: give the number of training tokens (all epochs), e.g. 2B");
+    }
+    if (w.precision != Precision::kFp32 && w.precision != Precision::kBf16 &&
+        w.precision != Precision::kFp16) {
+      return bad(fmt::format("training.precision: {} is not modelled for training; use fp32, "
+                             "bf16 or fp16 (mixed precision)",
+                             PrecisionName(w.precision)));
+    }
+    if (w.zero_stage < -1 || w.zero_stage > 3) {
+      return bad(fmt::format("training.zero_stage: {} must be 0, 1, 2, 3 or auto", w.zero_stage));
+    }
+    if (w.tensor_parallel < 1 || w.pipeline_parallel < 1 || w.micro_batch < 1) {
+      return bad("training: tensor_parallel, pipeline_parallel and micro_batch must be >= 1");
+    }
+    if (w.sequence < 0) return bad("training.sequence must not be negative");
+  } else {
+    if (w.batch < 1) return bad(fmt::format("inference.batch: {} must be >= 1", w.batch));
+    if (w.prompt_tokens < 0 || w.output_tokens < 0 || w.context < 0) {
+      return bad("inference: context, prompt_tokens and output_tokens must not be negative");
+    }
+    if (w.target_token_ms < 0 || w.target_first_token_ms < 0 || w.target_rps < 0) {
+      return bad("inference: targets must not be negative");
+    }
+    if (!(w.hours_per_month > 0) || w.hours_per_month > kHoursPerMonth) {
+      return bad(fmt::format("inference.hours_per_month: {} must be in (0, {}]", w.hours_per_month,
+                             kHoursPerMonth));
+    }
+    if (w.kind != ModelKind::kSmall) {
+      if (w.model.layers == 0 || (w.model.heads == 0 && w.model.kv_heads == 0) ||
+          (w.model.head_dim == 0 && w.model.hidden == 0)) {
+        return bad(
+            "model: serving a generative or complex model needs layers, heads (or kv_heads) and "
+            "hidden (or head_dim) for the KV cache");
+      }
+      if (w.output_tokens < 1 || w.prompt_tokens < 1) {
+        return bad(
+            "inference: give prompt_tokens and output_tokens (typical request) so latency and "
+            "throughput can be estimated");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gantry::advise

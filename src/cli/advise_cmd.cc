@@ -1,0 +1,424 @@
+// `gantry advise [recommend]|commit|catalog`: flag parsing and printing only;
+// the work is in gantry::advise.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli.h"
+#include "gantry/advise/advise.h"
+#include "gantry/core/config.h"
+#include "gantry/core/table.h"
+#include "gantry/core/units.h"
+
+namespace gantry::cli {
+namespace {
+
+struct AdviseFlags {
+  CommonFlags common;
+  std::string catalog;
+  std::string prices;
+  double reserved_1y = -1, reserved_3y = -1, savings_1y = -1, savings_3y = -1;
+  // recommend
+  std::string workload;
+  bool markdown = false;
+  int top = 5;
+  // Overrides of workload fields; kept as text and applied only when given.
+  std::map<std::string, std::string> set;
+  // commit
+  std::string size;
+  std::string region = "eastus";
+  int nodes = 1;
+  double utilization = 1.0;
+  // catalog
+  bool dump = false;
+};
+
+int Fail(std::string_view verb, const Status& s) {
+  std::cerr << "gantry advise" << (verb.empty() ? "" : " ") << verb << ": " << s.message() << "\n";
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kFailedPrecondition:
+      return kExitUsage;
+    default:
+      return kExitCheckFailed;
+  }
+}
+
+Result<advise::Catalog> LoadCatalog(const AdviseFlags& f) {
+  Result<advise::Catalog> cat =
+      f.catalog.empty() ? advise::Catalog::Default() : advise::Catalog::LoadFile(f.catalog);
+  if (!cat.ok()) return cat.status();
+  if (!f.prices.empty()) {
+    Result<int> n = cat->MergePriceSheet(f.prices);
+    if (!n.ok()) return n.status();
+  }
+  return cat;
+}
+
+Result<advise::Discounts> DiscountsFrom(const AdviseFlags& f) {
+  advise::Discounts d;
+  if (f.reserved_1y >= 0) d.reserved_1y = f.reserved_1y;
+  if (f.reserved_3y >= 0) d.reserved_3y = f.reserved_3y;
+  if (f.savings_1y >= 0) d.savings_1y = f.savings_1y;
+  if (f.savings_3y >= 0) d.savings_3y = f.savings_3y;
+  RETURN_IF_ERROR(advise::ValidateDiscounts(d));
+  return d;
+}
+
+// Flag name -> workload key (the YAML spelling), so flags and files share one
+// parser and one set of checks.
+const std::map<std::string, std::string>& FlagKeys() {
+  static const auto* keys = new std::map<std::string, std::string>{
+      {"stage", "stage"},
+      {"kind", "kind"},
+      {"name", "name"},
+      {"params", "model.params"},
+      {"layers", "model.layers"},
+      {"hidden", "model.hidden"},
+      {"heads", "model.heads"},
+      {"kv-heads", "model.kv_heads"},
+      {"head-dim", "model.head_dim"},
+      {"precision", "@.precision"},
+      {"optimizer", "training.optimizer"},
+      {"zero-stage", "training.zero_stage"},
+      {"tensor-parallel", "training.tensor_parallel"},
+      {"pipeline-parallel", "training.pipeline_parallel"},
+      {"recompute", "training.recompute"},
+      {"sequence", "training.sequence"},
+      {"micro-batch", "training.micro_batch"},
+      {"tokens", "training.tokens"},
+      {"kv-cache", "inference.kv_cache"},
+      {"context", "inference.context"},
+      {"batch", "inference.batch"},
+      {"prompt-tokens", "inference.prompt_tokens"},
+      {"output-tokens", "inference.output_tokens"},
+      {"target-token-ms", "inference.target_token_ms"},
+      {"target-first-token-ms", "inference.target_first_token_ms"},
+      {"target-rps", "inference.target_rps"},
+      {"hours-per-month", "inference.hours_per_month"},
+      {"region", "constraints.region"},
+      {"deadline", "constraints.deadline"},
+      {"budget", "constraints.budget_usd"},
+      {"max-nodes", "constraints.max_nodes"},
+      {"objective", "constraints.objective"},
+      {"interruptible", "constraints.interruptible"},
+      {"mfu", "performance.mfu"},
+      {"evictions-per-hour", "performance.evictions_per_hour"},
+      {"restart", "performance.restart"},
+      {"ckpt-write-gbps", "performance.ckpt_write_gbps"},
+  };
+  return *keys;
+}
+
+// Writes `value` at dotted `key` into a YAML tree held as nested maps.
+struct Node {
+  std::string scalar;
+  std::map<std::string, Node> children;
+};
+
+void Put(Node* root, const std::string& key, const std::string& value) {
+  Node* n = root;
+  size_t start = 0;
+  while (true) {
+    size_t dot = key.find('.', start);
+    n = &n->children[key.substr(start, dot - start)];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  n->scalar = value;
+}
+
+std::string Emit(const Node& n, int indent) {
+  std::string out;
+  for (const auto& [k, child] : n.children) {
+    out += std::string(indent, ' ') + k + ":";
+    if (child.children.empty()) {
+      out += " " + Json(child.scalar).dump() + "\n";  // a JSON string is a valid YAML scalar
+    } else {
+      out += "\n" + Emit(child, indent + 2);
+    }
+  }
+  return out;
+}
+
+// The workload: the file (if any) with the flags laid over it, parsed once.
+Result<advise::Workload> BuildWorkload(const AdviseFlags& f) {
+  Node root;
+  std::string origin = "<flags>";
+  std::string stage;
+  if (!f.workload.empty()) {
+    ASSIGN_OR_RETURN(Config file, Config::LoadFile(f.workload));
+    if (f.set.empty()) return advise::ParseWorkload(file);
+    // Merge: read the file's scalars back through Config so the flags can
+    // override them one key at a time.
+    std::vector<std::string> stack = {""};
+    while (!stack.empty()) {
+      std::string prefix = stack.back();
+      stack.pop_back();
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, file.Keys(prefix));
+      for (const std::string& k : keys) {
+        std::string full = prefix.empty() ? k : prefix + "." + k;
+        if (file.IsScalar(full)) {
+          ASSIGN_OR_RETURN(std::string v, file.GetString(full, ""));
+          Put(&root, full, v);
+        } else {
+          stack.push_back(full);
+        }
+      }
+    }
+    origin = f.workload + " with flags";
+    ASSIGN_OR_RETURN(stage, file.GetString("stage", ""));
+  }
+  if (auto it = f.set.find("stage"); it != f.set.end()) stage = it->second;
+  const std::string section =
+      stage.rfind("inf", 0) == 0 || stage.rfind("serv", 0) == 0 ? "inference" : "training";
+  for (const auto& [flag, value] : f.set) {
+    std::string key = FlagKeys().at(flag);
+    if (key.rfind("@.", 0) == 0) key = section + key.substr(1);
+    if (key.rfind("training.", 0) == 0 && section != "training") {
+      return InvalidArgument(fmt::format("--{} applies to training; this workload is inference",
+                                         flag));
+    }
+    if (key.rfind("inference.", 0) == 0 && section != "inference") {
+      return InvalidArgument(fmt::format(
+          "--{} applies to inference; pass --stage inference (the workload is training)", flag));
+    }
+    Put(&root, key, value);
+  }
+  ASSIGN_OR_RETURN(Config cfg, Config::LoadString(Emit(root, 0), origin));
+  return advise::ParseWorkload(cfg);
+}
+
+int RunRecommend(const AdviseFlags& f) {
+  if (f.workload.empty() && f.set.find("stage") == f.set.end()) {
+    std::cerr << "gantry advise: give --workload workload.yaml or at least --stage, --params and "
+                 "the stage's numbers (see gantry advise --help and docs/advise.md)\n";
+    return kExitUsage;
+  }
+  if (f.top < 1) {
+    std::cerr << "gantry advise: --top " << f.top << " must be >= 1\n";
+    return kExitUsage;
+  }
+  Result<advise::Workload> w = BuildWorkload(f);
+  if (!w.ok()) return Fail("", w.status());
+  Result<advise::Catalog> cat = LoadCatalog(f);
+  if (!cat.ok()) return Fail("", cat.status());
+  Result<advise::Discounts> d = DiscountsFrom(f);
+  if (!d.ok()) return Fail("", d.status());
+  advise::AdviseOptions options;
+  options.discounts = *d;
+  Result<advise::Advice> advice = advise::Recommend(*w, *cat, options);
+  if (!advice.ok()) return Fail("", advice.status());
+  if (f.common.json) {
+    std::cout << advice->ToJson().dump(2) << "\n";
+  } else if (f.markdown) {
+    std::cout << advise::RenderAdviceMarkdown(*advice, f.top);
+  } else {
+    std::cout << advise::RenderAdviceText(*advice, f.top);
+  }
+  return advice->ranked.empty() ? kExitCheckFailed : kExitOk;
+}
+
+int RunCommit(const AdviseFlags& f) {
+  Result<advise::Catalog> cat = LoadCatalog(f);
+  if (!cat.ok()) return Fail("commit", cat.status());
+  Result<advise::Discounts> d = DiscountsFrom(f);
+  if (!d.ok()) return Fail("commit", d.status());
+  Result<advise::CommitAdvice> c =
+      advise::AdviseCommit(*cat, f.size, f.region, f.nodes, f.utilization, *d);
+  if (!c.ok()) return Fail("commit", c.status());
+  if (f.common.json) {
+    std::cout << c->ToJson().dump(2) << "\n";
+  } else {
+    std::cout << c->RenderText();
+  }
+  return kExitOk;
+}
+
+std::string Num(std::optional<double> v, const char* fmt_spec = "{:g}") {
+  return v ? fmt::format(fmt::runtime(fmt_spec), *v) : "unknown";
+}
+
+int RunCatalog(const AdviseFlags& f) {
+  if (f.dump) {
+    if (!f.catalog.empty() || !f.prices.empty()) {
+      std::cerr << "gantry advise catalog: --dump prints the built-in catalog; it takes no "
+                   "--catalog or --prices\n";
+      return kExitUsage;
+    }
+    std::cout << advise::DefaultCatalogText();
+    return kExitOk;
+  }
+  Result<advise::Catalog> cat = LoadCatalog(f);
+  if (!cat.ok()) return Fail("catalog", cat.status());
+  if (f.common.json) {
+    Json sizes = Json::array();
+    for (const advise::VmSize& s : cat->sizes()) {
+      const advise::Accelerator* a = cat->AcceleratorOf(s);
+      advise::Price p = s.PriceIn(f.region);
+      sizes.push_back({{"name", s.name},
+                       {"series", s.series},
+                       {"kind", s.kind == advise::SizeKind::kGpu ? "gpu" : "cpu"},
+                       {"gpus", s.gpus},
+                       {"accelerator", a ? Json(a->name) : Json(nullptr)},
+                       {"vcpus", s.vcpus},
+                       {"ram_gib", s.ram_gib},
+                       {"infiniband_gbps", s.infiniband_gbps},
+                       {"payg", p.payg ? Json(*p.payg) : Json(nullptr)},
+                       {"spot", p.spot ? Json(*p.spot) : Json(nullptr)},
+                       {"source", s.source}});
+    }
+    std::cout << Json{{"version", 1}, {"catalog", cat->origin()}, {"region", f.region},
+                      {"sizes", sizes}}
+                     .dump(2)
+              << "\n";
+    return kExitOk;
+  }
+  Table t({"size", "GPUs", "accelerator", "GPU GiB", "bf16 TFLOPS", "vCPU", "RAM GiB", "IB Gb/s",
+           "PAYG $/h", "spot $/h"});
+  for (size_t c = 1; c < 10; ++c) {
+    if (c != 2) t.SetAlign(c, Table::Align::kRight);
+  }
+  for (const advise::VmSize& s : cat->sizes()) {
+    const advise::Accelerator* a = cat->AcceleratorOf(s);
+    advise::Price p = s.PriceIn(f.region);
+    t.AddRow({s.name, a ? fmt::format("{:g}", s.gpus) : "-", a ? a->name : "-",
+              a ? fmt::format("{:g}", a->memory_gib) : "-",
+              a ? Num(a->PeakTflops(advise::NumberFormat::kBf16)) : "-", std::to_string(s.vcpus),
+              fmt::format("{:g}", s.ram_gib),
+              s.infiniband_gbps > 0 ? fmt::format("{:g}", s.infiniband_gbps) : "-",
+              Num(p.payg, "{:.3f}"), Num(p.spot, "{:.3f}")});
+  }
+  std::cout << t.Render() << fmt::format("\ncatalog: {}; prices for {} ({} per VM hour)\n",
+                                         cat->origin(), f.region, cat->currency());
+  return kExitOk;
+}
+
+void AddCatalogFlags(CLI::App* c, AdviseFlags* f) {
+  c->add_option("--catalog", f->catalog,
+                "Catalog YAML to use instead of the built-in one (format: docs/advise.md)");
+  c->add_option("--prices", f->prices,
+                "CSV price sheet laid over the catalog: size,region,payg,spot,reserved_1y,...");
+}
+
+void AddDiscountFlags(CLI::App* c, AdviseFlags* f) {
+  c->add_option("--discount-reserved-1y", f->reserved_1y,
+                "Discount off PAYG of a 1-year reservation where the catalog has no rate "
+                "(default 0.35)");
+  c->add_option("--discount-reserved-3y", f->reserved_3y, "Same, 3-year reservation (0.55)");
+  c->add_option("--discount-savings-1y", f->savings_1y, "Same, 1-year savings plan (0.25)");
+  c->add_option("--discount-savings-3y", f->savings_3y, "Same, 3-year savings plan (0.45)");
+}
+
+}  // namespace
+
+void RegisterAdvise(CLI::App& app, Action* action) {
+  auto flags = std::make_shared<AdviseFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "advise",
+      "Pick the VM size: memory fit, time and cost under PAYG, reservations, savings plans and "
+      "spot, with the rules applied. `gantry advise --workload w.yaml`; also `advise commit` and "
+      "`advise catalog`. Exit 0 when a size fits, 1 when none does, 2 for usage errors.");
+  cmd->require_subcommand(0, 1);
+  AddCommonFlags(cmd, &flags->common);
+  AddCatalogFlags(cmd, flags.get());
+  AddDiscountFlags(cmd, flags.get());
+  cmd->add_option("--workload", flags->workload, "Workload YAML (format: docs/advise.md)");
+  cmd->add_flag("--markdown", flags->markdown, "A short Markdown report instead of the table");
+  cmd->add_option("--top", flags->top, "Candidates to show and explain")->capture_default_str();
+  struct FlagHelp {
+    const char* name;
+    const char* help;
+  };
+  static const FlagHelp kOverrides[] = {
+      {"stage", "training or inference"},
+      {"kind", "generative, complex or small"},
+      {"name", "a name for the report"},
+      {"params", "parameters: 8B, 70B, 1.5e9, 125M"},
+      {"layers", "transformer layers"},
+      {"hidden", "hidden size (d_model)"},
+      {"heads", "attention heads"},
+      {"kv-heads", "key/value heads (GQA)"},
+      {"head-dim", "head dimension (default hidden/heads)"},
+      {"precision", "training: fp32, bf16, fp16; inference weights: also fp8, int8, int4"},
+      {"optimizer", "adam, adamw, sgd-momentum, sgd"},
+      {"zero-stage", "0-3 or auto (lowest that fits)"},
+      {"tensor-parallel", "training tensor-parallel degree"},
+      {"pipeline-parallel", "training pipeline-parallel degree"},
+      {"recompute", "activation recompute: none, selective, full"},
+      {"sequence", "training sequence length"},
+      {"micro-batch", "training micro-batch per GPU"},
+      {"tokens", "training tokens (all epochs): 2B, 1T"},
+      {"kv-cache", "KV-cache precision"},
+      {"context", "tokens held per sequence (default prompt + output)"},
+      {"batch", "concurrent sequences per replica"},
+      {"prompt-tokens", "prompt tokens of a typical request"},
+      {"output-tokens", "output tokens of a typical request"},
+      {"target-token-ms", "target time per output token, ms"},
+      {"target-first-token-ms", "target time to first token, ms"},
+      {"target-rps", "requests per second to serve (all replicas)"},
+      {"hours-per-month", "serving hours per month (default 730)"},
+      {"region", "Azure region for prices (default eastus)"},
+      {"deadline", "training wall-clock limit: 48h, 3d"},
+      {"budget", "USD: training per run, inference per month"},
+      {"max-nodes", "most VMs to consider (default 16)"},
+      {"objective", "rank by cost (default) or time"},
+      {"interruptible", "true/false: may the work be evicted (spot)"},
+      {"mfu", "measured model FLOPs utilisation, 0-1 (default per GPU in the catalog)"},
+      {"evictions-per-hour", "spot evictions per VM hour (default 0.05)"},
+      {"restart", "time to recover from an eviction (default 10m)"},
+      {"ckpt-write-gbps", "checkpoint write GB/s per VM (default 2)"},
+  };
+  for (const FlagHelp& o : kOverrides) {
+    std::string name = o.name;
+    cmd->add_option_function<std::string>(
+           "--" + name, [flags, name](const std::string& v) { flags->set[name] = v; }, o.help)
+        ->group("Workload (override --workload fields)");
+  }
+  cmd->callback([cmd, flags, action] {
+    if (!cmd->get_subcommands().empty()) return;
+    *action = [flags] {
+      if (!ApplyCommonFlags(flags->common)) return kExitUsage;
+      return RunRecommend(*flags);
+    };
+  });
+
+  CLI::App* commit = cmd->add_subcommand(
+      "commit",
+      "When a reservation or savings plan beats PAYG for one size: rates, monthly cost at your "
+      "utilisation and the break-even utilisation");
+  AddCommonFlags(commit, &flags->common);
+  AddCatalogFlags(commit, flags.get());
+  AddDiscountFlags(commit, flags.get());
+  commit->add_option("--size", flags->size, "VM size, e.g. Standard_ND96isr_H100_v5")->required();
+  commit->add_option("--region", flags->region, "Region for prices")->capture_default_str();
+  commit->add_option("--nodes", flags->nodes, "Number of VMs")->capture_default_str();
+  commit->add_option("--utilization", flags->utilization,
+                     "Share of the month the VMs are needed, (0, 1]")
+      ->capture_default_str();
+  commit->callback([flags, action] {
+    *action = [flags] {
+      if (!ApplyCommonFlags(flags->common)) return kExitUsage;
+      return RunCommit(*flags);
+    };
+  });
+
+  CLI::App* catalog = cmd->add_subcommand("catalog", "List the sizes of the catalog with prices");
+  AddCommonFlags(catalog, &flags->common);
+  AddCatalogFlags(catalog, flags.get());
+  catalog->add_option("--region", flags->region, "Region for prices")->capture_default_str();
+  catalog->add_flag("--dump", flags->dump, "Print the built-in catalog's YAML (to edit a copy)");
+  catalog->callback([flags, action] {
+    *action = [flags] {
+      if (!ApplyCommonFlags(flags->common)) return kExitUsage;
+      return RunCatalog(*flags);
+    };
+  });
+}
+
+}  // namespace gantry::cli
