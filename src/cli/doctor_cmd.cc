@@ -7,7 +7,9 @@
 #include <string>
 
 #include "cli.h"
+#include "gantry/advise/advise.h"
 #include "gantry/core/clock.h"
+#include "gantry/core/config.h"
 #include "gantry/core/imds.h"
 #include "gantry/core/json.h"
 #include "gantry/doctor/doctor.h"
@@ -20,6 +22,8 @@ struct DoctorFlags {
   std::string out;
   bool skip_bench = false;
   int ranks = 0;
+  std::string workload;
+  std::string catalog;
 };
 
 int RunDoctorCommand(const DoctorFlags& flags) {
@@ -27,6 +31,26 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   doctor::DoctorOptions options;
   options.run_bench = !flags.skip_bench;
   options.ranks = flags.ranks;
+  std::optional<advise::Catalog> catalog;
+  if (!flags.catalog.empty()) {
+    Result<advise::Catalog> c = advise::Catalog::LoadFile(flags.catalog);
+    if (!c.ok()) {
+      std::cerr << "gantry doctor: --catalog: " << c.status().message() << "\n";
+      return kExitUsage;
+    }
+    catalog = std::move(*c);
+    options.catalog = &*catalog;
+  }
+  if (!flags.workload.empty()) {
+    Result<Config> cfg = Config::LoadFile(flags.workload);
+    Result<advise::Workload> w =
+        cfg.ok() ? advise::ParseWorkload(*cfg) : Result<advise::Workload>(cfg.status());
+    if (!w.ok()) {
+      std::cerr << "gantry doctor: --workload: " << w.status().message() << "\n";
+      return kExitUsage;
+    }
+    options.workload = *w;
+  }
   if (!flags.common.json && ::isatty(STDERR_FILENO)) {
     std::cerr << "gantry doctor: checking this node"
               << (options.run_bench ? " (memcpy and all_reduce benchmarks take a few seconds)" : "")
@@ -62,7 +86,8 @@ void RegisterDoctor(CLI::App& app, Action* action) {
   CLI::App* cmd = app.add_subcommand(
       "doctor",
       "One verdict on this node: CPU, memory, NUMA, GPUs, /dev/shm, Azure VM size (IMDS), memcpy "
-      "bandwidth and a short all_reduce sweep. Exit 0 when ok or warn, 1 when a check fails.");
+      "bandwidth, a short all_reduce sweep and the node's catalog entry (with --workload: does it "
+      "suit it). Exit 0 when ok or warn, 1 when a check fails.");
   AddCommonFlags(cmd, &flags->common);
   cmd->add_option("--out", flags->out, "Also write the JSON report to this file (atomically)");
   cmd->add_flag("--skip-bench", flags->skip_bench,
@@ -72,6 +97,11 @@ void RegisterDoctor(CLI::App& app, Action* action) {
          "Local ranks for the all_reduce sweep (default: one per GPU on NCCL, else one per "
          "physical core, 2 to 8)")
       ->check(CLI::Range(2, 1024));
+  cmd->add_option("--workload", flags->workload,
+                  "Workload YAML (as for gantry advise): the advice check says whether this node "
+                  "suits it");
+  cmd->add_option("--catalog", flags->catalog,
+                  "VM catalog YAML for the advice check (default: the built-in one)");
   cmd->callback([flags, action] { *action = [flags] { return RunDoctorCommand(*flags); }; });
 }
 

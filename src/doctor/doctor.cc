@@ -249,6 +249,69 @@ Check CheckVm(const Result<ImdsInfo>& vm) {
   return c;
 }
 
+Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& catalog,
+                  const std::optional<advise::Workload>& workload) {
+  const std::string_view suffix =
+      workload ? "; `gantry advise --workload` ranks every size for it" : "";
+  if (!vm || vm->vm_size.empty()) {
+    return {"advice", Verdict::kSkip, "unknown VM size",
+            fmt::format("IMDS gave no VM size, so the catalog cannot describe this node{}", suffix)};
+  }
+  const advise::VmSize* size = catalog.FindSize(vm->vm_size);
+  if (size == nullptr) {
+    return {"advice", Verdict::kSkip, vm->vm_size,
+            fmt::format("not in the catalog {} (`gantry advise catalog` lists it; --catalog adds "
+                        "sizes){}",
+                        catalog.origin(), suffix)};
+  }
+  Check c{"advice", Verdict::kOk, "", ""};
+  if (const advise::Accelerator* acc = catalog.AcceleratorOf(*size)) {
+    std::optional<double> peak = acc->PeakTflops(advise::NumberFormat::kBf16);
+    if (!peak) peak = acc->PeakTflops(advise::NumberFormat::kFp16);
+    c.value = fmt::format("{}: {:g} x {} ({} GiB{})", size->name, size->gpus, acc->name,
+                          acc->memory_gib,
+                          peak ? fmt::format(", {:g} TFLOPS 16-bit peak each", *peak) : "");
+  } else {
+    c.value = fmt::format("{}: {} vCPU, {:g} GiB (CPU size)", size->name, size->vcpus,
+                          size->ram_gib);
+  }
+  if (!workload) {
+    c.detail = "pass --workload to check whether this node suits a workload";
+    return c;
+  }
+  advise::AdviseOptions options;
+  options.only_sizes = {size->name};
+  Result<advise::Advice> advice = advise::Recommend(*workload, catalog, options);
+  const std::string name = workload->name.empty() ? "the workload" : workload->name;
+  if (!advice.ok()) {
+    c.verdict = Verdict::kWarn;
+    c.detail = fmt::format("{}: {}", name, advice.status().message());
+    return c;
+  }
+  if (advice->ranked.empty()) {
+    c.verdict = Verdict::kWarn;
+    const advise::Candidate& r = advice->rejected.front();
+    c.detail = fmt::format("does not suit {}: {}", name,
+                           r.reasons_out.empty() ? "ruled out" : r.reasons_out.front());
+    return c;
+  }
+  const advise::Candidate& best = advice->ranked.front();
+  std::vector<std::string> parts;
+  parts.push_back(best.nodes == 1 ? "on this VM alone" : fmt::format("on {} VMs like it", best.nodes));
+  if (best.training_memory) {
+    parts.push_back(fmt::format("ZeRO-{}, {:.1f} of {:.1f} GiB per {}", best.zero_stage,
+                                best.memory_needed / (1 << 30), best.memory_usable / (1 << 30),
+                                best.accelerator ? "GPU" : "VM"));
+  }
+  if (best.hours) parts.push_back(fmt::format("about {:.1f} h", *best.hours));
+  if (best.perf) {
+    parts.push_back(fmt::format("tensor parallel {}, {:.1f} ms per token", best.tensor_parallel,
+                                best.perf->per_token_s * 1000));
+  }
+  c.detail = fmt::format("suits {}: {}", name, fmt::join(parts, ", "));
+  return c;
+}
+
 Check CheckMemcpy(const Result<bench::MemcpyResult>& memcpy) {
   if (!memcpy.ok()) return {"memcpy", Verdict::kFail, "not measured", memcpy.status().message()};
   return {"memcpy", Verdict::kOk, fmt::format("{:.2f} GB/s", memcpy->bandwidth_gbs),
@@ -391,6 +454,16 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     log::info("doctor: no VM metadata: {}", vm.status().ToString());
   }
 
+  const advise::Catalog* catalog = options.catalog;
+  Result<advise::Catalog> builtin = advise::Catalog();
+  if (catalog == nullptr) {
+    builtin = advise::Catalog::Default();
+    if (builtin.ok()) catalog = &*builtin;
+  }
+  Check advice_check =
+      catalog ? CheckAdvice(report.vm, *catalog, options.workload)
+              : Check{"advice", Verdict::kSkip, "no catalog", builtin.status().message()};
+
   report.checks = {CheckVm(vm),
                    CheckCpu(cpu),
                    CheckMemory(memory),
@@ -398,7 +471,8 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
                    CheckGpus(report.gpus, report.vm),
                    CheckShm(shm, shm_needed),
                    memcpy_check,
-                   bench_check};
+                   bench_check,
+                   advice_check};
   report.overall = Overall(report.checks);
   report.elapsed_s = std::chrono::duration<double>(clock.Now() - start).count();
   return report;

@@ -216,7 +216,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   std::vector<std::string> names;
   for (const Check& c : report->checks) names.push_back(c.name);
   EXPECT_THAT(names,
-              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce"));
+              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce",
+                          "advice"));
   EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
   EXPECT_EQ(Find(*report, "cpu").value,
             "AMD EPYC 7V12 64-Core Processor: 1 socket, 2 cores, 2 threads");
@@ -235,6 +236,48 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   EXPECT_THAT(text, HasSubstr("2027-01-15 08:00:00 UTC"));
   EXPECT_THAT(text, HasSubstr("check       verdict"));
   EXPECT_THAT(text, HasSubstr("verdict: FAIL (0 warnings, 1 failure)"));
+}
+
+TEST(CheckAdviceTest, DescribesTheNodeAndJudgesTheWorkload) {
+  Result<advise::Catalog> cat = advise::Catalog::Default();
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  ImdsInfo vm = H100Vm();
+
+  Check plain = CheckAdvice(vm, *cat, std::nullopt);
+  EXPECT_EQ(plain.verdict, Verdict::kOk);
+  EXPECT_EQ(plain.value,
+            "Standard_ND96isr_H100_v5: 8 x H100-SXM-80GB (80 GiB, 989.4 TFLOPS 16-bit peak each)");
+  EXPECT_THAT(plain.detail, HasSubstr("--workload"));
+
+  advise::Workload small;  // 1.5B params, 10B tokens: fits one VM at ZeRO-0
+  small.name = "gpt2-xl";
+  small.model.params = 1.5e9;
+  small.tokens = 1e10;
+  Check fits = CheckAdvice(vm, *cat, small);
+  EXPECT_EQ(fits.verdict, Verdict::kOk);
+  EXPECT_THAT(fits.detail, HasSubstr("suits gpt2-xl: on this VM alone, ZeRO-0"));
+  EXPECT_THAT(fits.detail, HasSubstr("h"));
+
+  advise::Workload huge = small;  // 2T params: more than 16 VMs can hold
+  huge.name = "huge";
+  huge.model.params = 2e12;
+  Check no = CheckAdvice(vm, *cat, huge);
+  EXPECT_EQ(no.verdict, Verdict::kWarn);
+  EXPECT_THAT(no.detail, HasSubstr("does not suit huge: does not fit"));
+
+  advise::Workload bad = small;
+  bad.tokens = 0;
+  EXPECT_EQ(CheckAdvice(vm, *cat, bad).verdict, Verdict::kWarn);
+
+  EXPECT_EQ(CheckAdvice(std::nullopt, *cat, small).verdict, Verdict::kSkip);
+  ImdsInfo other = vm;
+  other.vm_size = "Standard_B2s";
+  Check unknown = CheckAdvice(other, *cat, std::nullopt);
+  EXPECT_EQ(unknown.verdict, Verdict::kSkip);
+  EXPECT_THAT(unknown.detail, HasSubstr("not in the catalog"));
+  other.vm_size = "Standard_E96s_v5";
+  EXPECT_EQ(CheckAdvice(other, *cat, std::nullopt).value,
+            "Standard_E96s_v5: 96 vCPU, 672 GiB (CPU size)");
 }
 
 TEST(RunDoctorTest, OffAzureLowMemoryWarns) {
@@ -311,7 +354,7 @@ TEST(DoctorReportTest, JsonShape) {
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(j["overall"], "fail");
-  ASSERT_EQ(j["checks"].size(), 8u);
+  ASSERT_EQ(j["checks"].size(), 9u);
   EXPECT_EQ(j["checks"][0]["name"], "vm");
   EXPECT_EQ(j["checks"][0]["verdict"], "ok");
   for (const auto& c : j["checks"]) {

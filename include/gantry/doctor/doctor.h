@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gantry/advise/advise.h"
+#include "gantry/advise/catalog.h"
 #include "gantry/bench/collectives.h"
 #include "gantry/bench/memory.h"
 #include "gantry/comm/launch.h"
@@ -38,8 +40,8 @@ enum class Verdict { kOk, kWarn, kFail, kSkip };
 std::string_view VerdictName(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Check {
-  std::string
-      name;  // stable id: "cpu", "memory", "numa", "gpus", "shm", "vm", "memcpy", "all_reduce"
+  // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce", "advice".
+  std::string name;
   Verdict verdict = Verdict::kOk;
   std::string value;   // what was found, for people: "AMD EPYC: 1 socket, 2 cores, 2 threads"
   std::string detail;  // why the verdict (always set for warn, fail and skip), or a note
@@ -57,6 +59,10 @@ struct DoctorOptions {
   int bench_iters = 5;
   uint64_t memcpy_bytes = 256ull << 20;  // lowered to a quarter of available memory; 0 skips it
   double memcpy_seconds = 0.3;
+  // The advice check: this node's entry in `catalog` (nullptr: the built-in
+  // one) and, when a workload is given, whether this node suits it.
+  const advise::Catalog* catalog = nullptr;
+  std::optional<advise::Workload> workload;
 };
 
 struct DoctorReport {
@@ -103,6 +109,11 @@ Check CheckMemcpy(const Result<bench::MemcpyResult>& memcpy);
 // warn when the busbw of the largest size (the better of out-of-place and
 // in-place) is below 25% of `memcpy_gbs` (when known).
 Check CheckAllReduce(const Result<bench::Report>& report, std::optional<double> memcpy_gbs);
+// ok with the node's catalog entry (GPUs, peak, memory); with a workload, ok
+// when this size suits it (how many VMs, how long) and warn with the reason
+// when it does not; skip when the VM size is unknown or not in the catalog.
+Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& catalog,
+                  const std::optional<advise::Workload>& workload);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
 Verdict Overall(const std::vector<Check>& checks);
 
