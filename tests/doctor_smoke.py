@@ -84,7 +84,12 @@ def main():
             check(report["report"] == "gantry.doctor" and report["version"] == 1, "bad header", proc)
             verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
             check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy",
-                                    "all_reduce"}, "unexpected checks %s" % sorted(verdicts), proc)
+                                    "all_reduce", "advice"},
+                  "unexpected checks %s" % sorted(verdicts), proc)
+            advice = {c["name"]: c for c in report["checks"]}["advice"]
+            check(advice["verdict"] == "ok" and
+                  advice["value"] == "Standard_D8s_v5: 8 vCPU, 32 GiB (CPU size)",
+                  "advice check: %s" % advice, proc)
             check(all(v in ("ok", "warn", "fail", "skip") for v in verdicts.values()),
                   "unknown verdict in %s" % verdicts, proc)
             check(proc.returncode == (1 if report["overall"] == "fail" else 0),
@@ -131,9 +136,31 @@ def main():
             for text in ("check", "verdict", "Standard_D8s_v5", "verdict: "):
                 check(text in proc.stdout, "table lacks %r" % text, proc)
 
-            # 4. Usage errors exit 2.
+            # 4. With a workload, the advice check judges this VM size for it.
+            workload = os.path.join(tmp, "w.yaml")
+            with open(workload, "w") as f:
+                f.write("name: small-ft\nstage: training\nmodel: {params: 1.5B}\n"
+                        "training: {tokens: 10B}\n")
+            FakeImds.vm_size = "Standard_ND96isr_H100_v5"
+            proc, _ = run(["--json", "--skip-bench", "--workload", workload], env)
+            advice = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["advice"]
+            check(advice["verdict"] == "ok" and
+                  advice["detail"].startswith("suits small-ft: on this VM alone, ZeRO-0"),
+                  "advice with a workload: %s" % advice, proc)
+            FakeImds.vm_size = "Standard_NC4as_T4_v3"
+            proc, _ = run(["--json", "--skip-bench", "--workload", workload], env)
+            advice = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["advice"]
+            check(advice["verdict"] == "warn" and "does not suit small-ft" in advice["detail"],
+                  "advice on a T4 for a 1.5B fine-tune: %s" % advice, proc)
+
+            # 5. Usage errors exit 2.
+            with open(os.path.join(tmp, "bad.yaml"), "w") as f:
+                f.write("stage: training\nmodel: {params: 1B}\n")
             for args in (["--ranks", "1"], ["--no-such-flag"], ["--log-level", "loud"],
-                         ["--skip-bench", "--out", os.path.join(tmp, "missing", "r.json")]):
+                         ["--skip-bench", "--out", os.path.join(tmp, "missing", "r.json")],
+                         ["--skip-bench", "--workload", os.path.join(tmp, "bad.yaml")],
+                         ["--skip-bench", "--workload", os.path.join(tmp, "none.yaml")],
+                         ["--skip-bench", "--catalog", os.path.join(tmp, "bad.yaml")]):
                 proc, _ = run(args, env)
                 check(proc.returncode == 2, "%s: exit %d, expected 2" % (args, proc.returncode), proc)
     finally:
