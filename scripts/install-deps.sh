@@ -17,6 +17,8 @@ PACKAGES=(
   python3-torch python3-numpy python3-pytest
   # checkpoint engine: XXH3 chunk checksums, SHA-256 manifests, fio as the disk limit in bench/ckpt.sh
   libxxhash-dev libssl-dev fio openssl
+  # gemm benchmark (gantry bench gemm): CBLAS from OpenBLAS
+  libopenblas-dev
   # procps for ps/free in the doctor smoke test
   procps
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)

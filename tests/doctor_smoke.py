@@ -84,7 +84,7 @@ def main():
             check(report["report"] == "gantry.doctor" and report["version"] == 1, "bad header", proc)
             verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
             check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy",
-                                    "all_reduce", "advice"},
+                                    "gemm", "all_reduce", "advice"},
                   "unexpected checks %s" % sorted(verdicts), proc)
             advice = {c["name"]: c for c in report["checks"]}["advice"]
             check(advice["verdict"] == "ok" and
@@ -101,6 +101,10 @@ def main():
             check(machine["cpu"]["threads"] >= 1 and machine["memory"]["total_bytes"] > 0,
                   "machine facts missing", proc)
             check(report["memcpy"]["bandwidth_gbs"] > 0, "no memcpy bandwidth", proc)
+            gemm = report["gemm"]
+            check(gemm is not None and gemm["tflops"] > 0 and gemm["verified"],
+                  "no verified GEMM measurement: %s" % gemm, proc)
+            check(verdicts["gemm"] in ("ok", "warn"), "gemm %s" % verdicts["gemm"], proc)
             bench = report["bench"]
             check(bench is not None and bench["collective"] == "all_reduce" and bench["ranks"] == 2,
                   "no all_reduce section", proc)

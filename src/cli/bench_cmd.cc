@@ -6,6 +6,8 @@
 #include <getopt.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -15,11 +17,13 @@
 
 #include "cli.h"
 #include "gantry/bench/collectives.h"
+#include "gantry/bench/gemm.h"
 #include "gantry/bench/memory.h"
 #include "gantry/comm/launch.h"
 #include "gantry/comm/types.h"
 #include "gantry/core/json.h"
 #include "gantry/core/log.h"
+#include "gantry/core/table.h"
 #include "gantry/core/units.h"
 
 namespace gantry::cli {
@@ -93,6 +97,8 @@ void PrintUsage(std::FILE* out, std::string_view program) {
       "USAGE: %.*s [flags]\n"
       "Collectives (gantry bench <name>, or <name>_perf): %s\n"
       "Memory bandwidth of this machine: gantry bench memcpy [-b SIZE] [--json]\n"
+      "Matrix-multiply TFLOPS and MFU: gantry bench gemm [--type T] [--device D] [--size N]\n"
+      "                                 (see gantry bench gemm --help)\n"
       "nccl-tests flags (sizes take K/M/G, binary):\n"
       "  -b,--minbytes <size>           smallest size (default 32M)\n"
       "  -e,--maxbytes <size>           largest size (default 32M)\n"
@@ -388,6 +394,211 @@ int MemcpyMain(BenchCommand& cmd) {
   return kExitOk;
 }
 
+// `gantry bench gemm`: its own small flag set, parsed here rather than by the
+// nccl-tests getopt table (whose -m, -n and -k mean other things).
+void PrintGemmUsage(std::FILE* out) {
+  std::fprintf(
+      out,
+      "USAGE: gantry bench gemm [flags]\n"
+      "Times C = A x B with the vendor BLAS and reports TFLOPS and MFU (the fraction of the\n"
+      "device's peak), checking 64 sampled outputs against a long-double reference.\n"
+      "  --type <fp32|fp64|bf16|fp16>   element type (default fp32; bf16/fp16 accumulate in fp32)\n"
+      "  --device <cpu|cuda>            default: cuda when built with CUDA and a GPU is visible,\n"
+      "                                 else cpu (OpenBLAS)\n"
+      "  --size <n>                     m = n = k = n (default: cpu 2048, shrunk to fit a quarter\n"
+      "                                 of available memory; cuda 8192)\n"
+      "  -m <m> -n <n> -k <k>           a rectangular GEMM (all three together)\n"
+      "  --iters <n>                    timed GEMMs (default: as many as fit in --seconds)\n"
+      "  --seconds <duration>           minimum timed duration when --iters is not given\n"
+      "                                 (default 1s; \"500ms\", \"2\")\n"
+      "  --warmup <n>                   untimed GEMMs first (default 1)\n"
+      "  --threads <n>                  cpu: OpenBLAS threads (default: OpenBLAS' own choice)\n"
+      "  --json                         the result as JSON on stdout instead of the table\n"
+      "  -h,--help                      this text\n"
+      "Exit codes: 0 ok, 1 wrong results or a device failure, 2 usage or configuration error.\n");
+}
+
+struct GemmCommand {
+  bench::GemmOptions options;
+  bool device_given = false;
+  bool json = false;
+  bool help = false;
+};
+
+Result<GemmCommand> ParseGemm(int argc, char** argv) {
+  GemmCommand cmd;
+  int64_t size = 0;
+  bool size_given = false, mnk_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (flag.rfind("--", 0) == 0) {
+      if (auto eq = flag.find('='); eq != std::string::npos) {
+        value = flag.substr(eq + 1);
+        flag = flag.substr(0, eq);
+        has_value = true;
+      }
+    } else if (flag.size() > 2 && flag[0] == '-' && flag[1] != '-') {
+      value = flag.substr(2);  // -m64
+      flag = flag.substr(0, 2);
+      has_value = true;
+    }
+    auto take = [&]() -> Result<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return InvalidArgument(flag + ": missing value (see --help)");
+      return std::string(argv[++i]);
+    };
+    auto take_int = [&](int64_t min, int64_t max) -> Result<int64_t> {
+      ASSIGN_OR_RETURN(std::string text, take());
+      ASSIGN_OR_RETURN(int64_t v, ParseInt(flag, text));
+      if (v < min || v > max) {
+        return InvalidArgument(flag + " " + text + ": must be between " + std::to_string(min) +
+                               " and " + std::to_string(max));
+      }
+      return v;
+    };
+    constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+    bench::GemmOptions& o = cmd.options;
+    if (flag == "-h" || flag == "--help") {
+      cmd.help = true;
+    } else if (flag == "--json") {
+      if (has_value) return InvalidArgument("--json takes no value");
+      cmd.json = true;
+    } else if (flag == "--type") {
+      ASSIGN_OR_RETURN(std::string text, take());
+      Result<bench::GemmType> t = bench::ParseGemmType(text);
+      if (!t.ok()) return InvalidArgument("--type: " + t.status().message());
+      o.type = *t;
+    } else if (flag == "--device") {
+      ASSIGN_OR_RETURN(std::string text, take());
+      Result<bench::GemmDevice> d = bench::ParseGemmDevice(text);
+      if (!d.ok()) return InvalidArgument("--device: " + d.status().message());
+      o.device = *d;
+      cmd.device_given = true;
+    } else if (flag == "--size") {
+      ASSIGN_OR_RETURN(size, take_int(1, kIntMax));
+      size_given = true;
+    } else if (flag == "-m") {
+      ASSIGN_OR_RETURN(o.m, take_int(1, kIntMax));
+      mnk_given = true;
+    } else if (flag == "-n") {
+      ASSIGN_OR_RETURN(o.n, take_int(1, kIntMax));
+      mnk_given = true;
+    } else if (flag == "-k") {
+      ASSIGN_OR_RETURN(o.k, take_int(1, kIntMax));
+      mnk_given = true;
+    } else if (flag == "--iters") {
+      ASSIGN_OR_RETURN(int64_t v, take_int(1, kIntMax));
+      o.iters = static_cast<int>(v);
+    } else if (flag == "--warmup") {
+      ASSIGN_OR_RETURN(int64_t v, take_int(0, kIntMax));
+      o.warmup = static_cast<int>(v);
+    } else if (flag == "--threads") {
+      ASSIGN_OR_RETURN(int64_t v, take_int(1, 4096));
+      o.threads = static_cast<int>(v);
+    } else if (flag == "--seconds") {
+      ASSIGN_OR_RETURN(std::string text, take());
+      Result<std::chrono::nanoseconds> d = ParseDuration(text);
+      if (!d.ok()) return InvalidArgument("--seconds: " + d.status().message());
+      if (d->count() <= 0) return InvalidArgument("--seconds " + text + ": must be positive");
+      o.min_seconds = std::chrono::duration<double>(*d).count();
+    } else if (flag.size() > 1 && flag[0] == '-') {
+      return InvalidArgument("unknown flag '" + flag + "' for gemm (see gantry bench gemm --help)");
+    } else {
+      return InvalidArgument("gemm takes no arguments; unexpected '" + flag + "'");
+    }
+  }
+  if (size_given && mnk_given) return InvalidArgument("give either --size or -m/-n/-k, not both");
+  if (mnk_given && (cmd.options.m == 0 || cmd.options.n == 0 || cmd.options.k == 0)) {
+    return InvalidArgument("-m, -n and -k go together; give all three (or --size)");
+  }
+  if (size_given) cmd.options.m = cmd.options.n = cmd.options.k = size;
+  return cmd;
+}
+
+std::string FormatTflops(double tflops) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), tflops >= 100 ? "%.0f" : "%.3g", tflops);
+  return buf;
+}
+
+int GemmMain(int argc, char** argv) {
+  Result<GemmCommand> cmd = ParseGemm(argc, argv);
+  if (!cmd.ok()) {
+    std::fprintf(stderr, "gantry bench gemm: %s\n", cmd.status().message().c_str());
+    return kExitUsage;
+  }
+  if (cmd->help) {
+    PrintGemmUsage(stdout);
+    return kExitOk;
+  }
+  bench::GemmOptions& o = cmd->options;
+  if (!cmd->device_given) {
+    // --threads only means something on the CPU, so it picks the CPU.
+    o.device = o.threads == 0 && bench::CudaGemmAvailable() ? bench::GemmDevice::kCuda
+                                                            : bench::GemmDevice::kCpu;
+  }
+  const bool progress = !cmd->json && ::isatty(STDERR_FILENO);
+  if (progress) {
+    const std::string dims =
+        o.m == 0 ? "default size"
+                 : std::to_string(o.m) + "x" + std::to_string(o.n) + "x" + std::to_string(o.k);
+    std::fprintf(stderr, "gantry bench gemm: timing %s %s on %s ...",
+                 std::string(bench::GemmTypeName(o.type)).c_str(), dims.c_str(),
+                 std::string(bench::GemmDeviceName(o.device)).c_str());
+    std::fflush(stderr);
+  }
+  Result<bench::GemmResult> r = bench::MeasureGemm(o);
+  if (progress) std::fputs("\r\033[K", stderr);
+  if (!r.ok()) {
+    const Status& s = r.status();
+    std::string_view message = s.message();
+    if (message.starts_with("gemm: ")) message.remove_prefix(6);  // we say "gemm" already
+    std::fprintf(stderr, "gantry bench gemm: %.*s\n", static_cast<int>(message.size()),
+                 message.data());
+    switch (s.code()) {
+      case StatusCode::kInvalidArgument:
+      case StatusCode::kUnimplemented:
+      case StatusCode::kUnavailable:
+      case StatusCode::kResourceExhausted:
+      case StatusCode::kNotFound:
+        return kExitUsage;
+      default:
+        return kExitCheckFailed;
+    }
+  }
+  char err[64];
+  std::snprintf(err, sizeof(err), "err %.2g %s %.2g", r->max_rel_error, r->verified ? "<=" : ">",
+                r->tolerance);
+  if (cmd->json) {
+    std::cout << bench::GemmResultJson(*r).dump(2) << "\n";
+  } else {
+    std::printf("%s: %s\n", r->device_name.c_str(), r->backend.c_str());
+    Table t({"device", "type", "m x n x k", "time/GEMM", "TFLOPS", "peak", "MFU", "check"});
+    for (size_t c = 3; c <= 6; ++c) t.SetAlign(c, Table::Align::kRight);
+    char mfu[32] = "-";
+    if (r->mfu) std::snprintf(mfu, sizeof(mfu), "%.1f%%", *r->mfu * 100);
+    const auto per_iter = std::chrono::nanoseconds(std::llround(r->seconds_per_iter * 1e9));
+    t.AddRow({std::string(bench::GemmDeviceName(r->device)),
+              std::string(bench::GemmTypeName(r->type)),
+              std::to_string(r->m) + " x " + std::to_string(r->n) + " x " + std::to_string(r->k),
+              FormatDuration(per_iter), FormatTflops(r->tflops),
+              r->peak_tflops ? FormatTflops(*r->peak_tflops) : "-", mfu,
+              std::string(r->verified ? "ok (" : "WRONG (") + err + ")"});
+    std::cout << t.Render();
+    std::printf("%d timed GEMMs after %d warm-up; peak: %s\n", r->iters, o.warmup,
+                r->peak_source.c_str());
+  }
+  if (!r->verified) {
+    std::fprintf(stderr,
+                 "gantry bench gemm: wrong results: sampled max relative error %.3g exceeds the "
+                 "%s tolerance %.3g\n",
+                 r->max_rel_error, std::string(bench::GemmTypeName(r->type)).c_str(), r->tolerance);
+    return kExitCheckFailed;
+  }
+  return kExitOk;
+}
 }  // namespace
 
 bool IsPerfCollective(std::string_view collective) {
@@ -399,6 +610,8 @@ bool IsPerfCollective(std::string_view collective) {
 
 int BenchMain(int argc, char** argv) {
   setlinebuf(stdout);
+  // gemm has its own flags; nccl-tests' getopt table must not see them.
+  if (argc >= 2 && std::strcmp(argv[1], "gemm") == 0) return GemmMain(argc - 1, argv + 1);
   Result<BenchCommand> cmd = Parse(argc, argv);
   if (!cmd.ok()) return UsageError(cmd.status().message());
   if (cmd->help) {

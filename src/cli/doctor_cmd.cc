@@ -21,6 +21,7 @@ struct DoctorFlags {
   CommonFlags common;
   std::string out;
   bool skip_bench = false;
+  bool skip_gemm = false;
   int ranks = 0;
   std::string workload;
   std::string catalog;
@@ -30,6 +31,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   if (!ApplyCommonFlags(flags.common)) return kExitUsage;
   doctor::DoctorOptions options;
   options.run_bench = !flags.skip_bench;
+  options.run_gemm = !flags.skip_gemm;
   options.ranks = flags.ranks;
   std::optional<advise::Catalog> catalog;
   if (!flags.catalog.empty()) {
@@ -86,7 +88,7 @@ void RegisterDoctor(CLI::App& app, Action* action) {
   CLI::App* cmd = app.add_subcommand(
       "doctor",
       "One verdict on this node: CPU, memory, NUMA, GPUs, /dev/shm, Azure VM size (IMDS), memcpy "
-      "bandwidth, a short all_reduce sweep and the node's catalog entry (with --workload: does it "
+      "bandwidth, GEMM TFLOPS against the peak, a short all_reduce sweep and the node's catalog entry (with --workload: does it "
       "suit it). Exit 0 when ok or warn, 1 when a check fails.");
   AddCommonFlags(cmd, &flags->common);
   cmd->add_option("--out", flags->out, "Also write the JSON report to this file (atomically)");
@@ -97,6 +99,8 @@ void RegisterDoctor(CLI::App& app, Action* action) {
          "Local ranks for the all_reduce sweep (default: one per GPU on NCCL, else one per "
          "physical core, 2 to 8)")
       ->check(CLI::Range(2, 1024));
+  cmd->add_flag("--skip-gemm", flags->skip_gemm,
+                "Skip the matrix-multiply measurement (its check reads 'skip')");
   cmd->add_option("--workload", flags->workload,
                   "Workload YAML (as for gantry advise): the advice check says whether this node "
                   "suits it");

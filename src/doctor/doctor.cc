@@ -87,6 +87,13 @@ Status ValidateOptions(const DoctorOptions& o) {
   if (o.bench_iters < 1) {
     return InvalidArgument(fmt::format("bench iterations: {} is below 1", o.bench_iters));
   }
+  if (o.gemm_size < 0 || o.gemm_size > (1 << 16)) {
+    return InvalidArgument(
+        fmt::format("gemm size: {} must be 0 (automatic) or 1..65536", o.gemm_size));
+  }
+  if (!(o.gemm_seconds > 0) || !std::isfinite(o.gemm_seconds)) {
+    return InvalidArgument(fmt::format("gemm seconds: {} is not a positive number", o.gemm_seconds));
+  }
   if (!(o.memcpy_seconds > 0) || !std::isfinite(o.memcpy_seconds)) {
     return InvalidArgument(
         fmt::format("memcpy seconds: {} is not a positive number", o.memcpy_seconds));
@@ -249,8 +256,42 @@ Check CheckVm(const Result<ImdsInfo>& vm) {
   return c;
 }
 
+namespace {
+constexpr double kMinGemmShareOfPeak = 0.5;
+}  // namespace
+
+Check CheckGemm(const Result<bench::GemmResult>& gemm) {
+  if (!gemm.ok()) return {"gemm", Verdict::kFail, "did not run", gemm.status().message()};
+  Check c{"gemm", Verdict::kOk,
+          fmt::format("{:.3g} TFLOPS {} on {}", gemm->tflops, bench::GemmTypeName(gemm->type),
+                      gemm->device == bench::GemmDevice::kCuda ? "GPU 0" : "CPU"),
+          ""};
+  if (!gemm->verified) {
+    c.verdict = Verdict::kFail;
+    c.detail = fmt::format("wrong results: sampled relative error {:.3g} above {:.3g} ({})",
+                           gemm->max_rel_error, gemm->tolerance, gemm->backend);
+    return c;
+  }
+  if (!gemm->mfu) {
+    c.detail = fmt::format("{}; peak unknown: {}", gemm->backend, gemm->peak_source);
+    return c;
+  }
+  c.value += fmt::format(", {:.0f}% of peak", *gemm->mfu * 100);
+  c.detail = fmt::format("{}x{}x{}, {}; peak {:.3g} TFLOPS: {}", gemm->m, gemm->n, gemm->k,
+                         gemm->backend, *gemm->peak_tflops, gemm->peak_source);
+  if (*gemm->mfu < kMinGemmShareOfPeak) {
+    c.verdict = Verdict::kWarn;
+    c.detail = fmt::format("below {:.0f}% of peak: clocks throttled, another job, or a slow BLAS "
+                           "build; ",
+                           kMinGemmShareOfPeak * 100) +
+               c.detail;
+  }
+  return c;
+}
+
 Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& catalog,
-                  const std::optional<advise::Workload>& workload) {
+                  const std::optional<advise::Workload>& workload,
+                  const std::optional<bench::GemmResult>& gemm) {
   const std::string_view suffix =
       workload ? "; `gantry advise --workload` ranks every size for it" : "";
   if (!vm || vm->vm_size.empty()) {
@@ -275,8 +316,30 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
     c.value = fmt::format("{}: {} vCPU, {:g} GiB (CPU size)", size->name, size->vcpus,
                           size->ram_gib);
   }
+  std::string measured;
+  if (const advise::Accelerator* acc = catalog.AcceleratorOf(*size);
+      acc && gemm && gemm->device == bench::GemmDevice::kCuda) {
+    std::optional<double> peak;
+    switch (gemm->type) {
+      case bench::GemmType::kBf16: peak = acc->PeakTflops(advise::NumberFormat::kBf16); break;
+      case bench::GemmType::kFp16: peak = acc->PeakTflops(advise::NumberFormat::kFp16); break;
+      case bench::GemmType::kFp32: peak = acc->PeakTflops(advise::NumberFormat::kFp32); break;
+      case bench::GemmType::kFp64: break;
+    }
+    if (peak) {
+      measured = fmt::format("measured {:.3g} TFLOPS {} GEMM per GPU = {:.0f}% of the catalog peak",
+                             gemm->tflops, bench::GemmTypeName(gemm->type),
+                             100 * gemm->tflops / *peak);
+    }
+  } else if (gemm && !acc) {
+    measured = fmt::format("measured {:.3g} TFLOPS {} GEMM (the catalog has no CPU peak)",
+                           gemm->tflops, bench::GemmTypeName(gemm->type));
+  }
+  auto with_measured = [&](std::string detail) {
+    return measured.empty() ? detail : measured + "; " + detail;
+  };
   if (!workload) {
-    c.detail = "pass --workload to check whether this node suits a workload";
+    c.detail = with_measured("pass --workload to check whether this node suits a workload");
     return c;
   }
   advise::AdviseOptions options;
@@ -308,7 +371,7 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
     parts.push_back(fmt::format("tensor parallel {}, {:.1f} ms per token", best.tensor_parallel,
                                 best.perf->per_token_s * 1000));
   }
-  c.detail = fmt::format("suits {}: {}", name, fmt::join(parts, ", "));
+  c.detail = with_measured(fmt::format("suits {}: {}", name, fmt::join(parts, ", ")));
   return c;
 }
 
@@ -424,6 +487,21 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     memcpy_check = CheckMemcpy(memcpy);
   }
 
+  Check gemm_check{"gemm", Verdict::kSkip, "not measured", "GEMM measurement turned off"};
+  if (options.run_gemm) {
+    bench::GemmOptions g;
+    const bool gpu = report.gpus.count > 0 && bench::CudaGemmAvailable();
+    g.device = gpu ? bench::GemmDevice::kCuda : bench::GemmDevice::kCpu;
+    g.type = gpu ? bench::GemmType::kBf16 : bench::GemmType::kFp32;
+    g.m = g.n = g.k = options.gemm_size;
+    g.min_seconds = options.gemm_seconds;
+    log::info("doctor: measuring {} GEMM on the {}", bench::GemmTypeName(g.type),
+              bench::GemmDeviceName(g.device));
+    Result<bench::GemmResult> gemm = bench::MeasureGemm(g);
+    if (gemm.ok()) report.gemm = *gemm;
+    gemm_check = CheckGemm(gemm);
+  }
+
   Check bench_check{"all_reduce", Verdict::kSkip, "not run", "benchmark skipped (--skip-bench)"};
   if (options.run_bench) {
     comm::LaunchOptions launch;
@@ -461,7 +539,7 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     if (builtin.ok()) catalog = &*builtin;
   }
   Check advice_check =
-      catalog ? CheckAdvice(report.vm, *catalog, options.workload)
+      catalog ? CheckAdvice(report.vm, *catalog, options.workload, report.gemm)
               : Check{"advice", Verdict::kSkip, "no catalog", builtin.status().message()};
 
   report.checks = {CheckVm(vm),
@@ -471,6 +549,7 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
                    CheckGpus(report.gpus, report.vm),
                    CheckShm(shm, shm_needed),
                    memcpy_check,
+                   gemm_check,
                    bench_check,
                    advice_check};
   report.overall = Overall(report.checks);
@@ -536,6 +615,7 @@ Json DoctorReport::ToJson() const {
   } else {
     j["memcpy"] = nullptr;
   }
+  j["gemm"] = gemm ? bench::GemmResultJson(*gemm) : Json(nullptr);
 
   if (all_reduce) {
     Json bench;

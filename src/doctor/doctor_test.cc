@@ -63,6 +63,9 @@ DoctorOptions QuickOptions(const FakeRoot& root) {
   o.run_bench = false;
   o.memcpy_bytes = 64 << 10;
   o.memcpy_seconds = 0.005;
+  o.run_gemm = false;  // its verdict depends on the machine's load; see GemmRunsInTheDoctor
+  o.gemm_size = 64;
+  o.gemm_seconds = 0.005;
   return o;
 }
 
@@ -216,8 +219,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   std::vector<std::string> names;
   for (const Check& c : report->checks) names.push_back(c.name);
   EXPECT_THAT(names,
-              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce",
-                          "advice"));
+              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
+                          "all_reduce", "advice"));
   EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
   EXPECT_EQ(Find(*report, "cpu").value,
             "AMD EPYC 7V12 64-Core Processor: 1 socket, 2 cores, 2 threads");
@@ -236,6 +239,47 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   EXPECT_THAT(text, HasSubstr("2027-01-15 08:00:00 UTC"));
   EXPECT_THAT(text, HasSubstr("check       verdict"));
   EXPECT_THAT(text, HasSubstr("verdict: FAIL (0 warnings, 1 failure)"));
+}
+
+TEST(CheckGemmTest, VerdictsFromTheMeasurement) {
+  bench::GemmResult r;
+  r.type = bench::GemmType::kBf16;
+  r.device = bench::GemmDevice::kCuda;
+  r.m = r.n = r.k = 8192;
+  r.backend = "cuBLAS";
+  r.tflops = 700;
+  r.peak_tflops = 989.4;
+  r.mfu = 700 / 989.4;
+  r.verified = true;
+  Check ok = CheckGemm(r);
+  EXPECT_EQ(ok.verdict, Verdict::kOk);
+  EXPECT_EQ(ok.value, "700 TFLOPS bf16 on GPU 0, 71% of peak");
+  r.tflops = 300;
+  r.mfu = 300 / 989.4;
+  Check slow = CheckGemm(r);
+  EXPECT_EQ(slow.verdict, Verdict::kWarn);
+  EXPECT_THAT(slow.detail, HasSubstr("below 50% of peak"));
+  r.verified = false;
+  r.max_rel_error = 0.5;
+  EXPECT_EQ(CheckGemm(r).verdict, Verdict::kFail);
+  EXPECT_EQ(CheckGemm(Result<bench::GemmResult>(Internal("x"))).verdict, Verdict::kFail);
+  r.verified = true;
+  r.peak_tflops.reset();
+  r.mfu.reset();
+  r.peak_source = "unknown GPU";
+  EXPECT_EQ(CheckGemm(r).verdict, Verdict::kOk);
+}
+
+TEST(CheckAdviceTest, ComparesAGpuGemmWithTheCatalogPeak) {
+  Result<advise::Catalog> cat = advise::Catalog::Default();
+  ASSERT_TRUE(cat.ok());
+  bench::GemmResult r;
+  r.type = bench::GemmType::kBf16;
+  r.device = bench::GemmDevice::kCuda;
+  r.tflops = 742;
+  r.verified = true;
+  Check c = CheckAdvice(H100Vm(), *cat, std::nullopt, r);
+  EXPECT_THAT(c.detail, HasSubstr("measured 742 TFLOPS bf16 GEMM per GPU = 75% of the catalog peak"));
 }
 
 TEST(CheckAdviceTest, DescribesTheNodeAndJudgesTheWorkload) {
@@ -278,6 +322,25 @@ TEST(CheckAdviceTest, DescribesTheNodeAndJudgesTheWorkload) {
   other.vm_size = "Standard_E96s_v5";
   EXPECT_EQ(CheckAdvice(other, *cat, std::nullopt).value,
             "Standard_E96s_v5: 96 vCPU, 672 GiB (CPU size)");
+}
+
+TEST(RunDoctorTest, GemmRunsInTheDoctor) {
+  FakeRoot root;
+  WriteMachine(root);
+  FakeImds imds(Unavailable("off Azure"));
+  FakeClock clock;
+  DoctorOptions o = QuickOptions(root);
+  o.run_gemm = true;
+  auto report = RunDoctor(o, imds, clock);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(report->gemm.has_value());
+  EXPECT_TRUE(report->gemm->verified);
+  EXPECT_EQ(report->gemm->m, 64);
+  EXPECT_GT(report->gemm->tflops, 0);
+  // ok or warn by the machine's load; never fail for a correct result.
+  EXPECT_NE(Find(*report, "gemm").verdict, Verdict::kFail) << Find(*report, "gemm").detail;
+  EXPECT_EQ(report->ToJson()["gemm"]["m"], 64);
+  EXPECT_EQ(Find(*RunDoctor(QuickOptions(root), imds, clock), "gemm").verdict, Verdict::kSkip);
 }
 
 TEST(RunDoctorTest, OffAzureLowMemoryWarns) {
@@ -334,6 +397,8 @@ TEST(RunDoctorTest, RejectsBadOptions) {
   EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_step_factor = 1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](DoctorOptions& o) { o.bench_iters = 0; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](DoctorOptions& o) { o.memcpy_seconds = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.gemm_size = -1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](DoctorOptions& o) { o.gemm_seconds = 0; }), StatusCode::kInvalidArgument);
 }
 
 TEST(DoctorReportTest, JsonShape) {
@@ -349,12 +414,12 @@ TEST(DoctorReportTest, JsonShape) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.push_back(k);
   EXPECT_THAT(keys, ElementsAre("report", "version", "gantry_version", "timestamp", "elapsed_s",
-                                "overall", "checks", "machine", "memcpy", "bench"));
+                                "overall", "checks", "machine", "memcpy", "gemm", "bench"));
   EXPECT_EQ(j["report"], "gantry.doctor");
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(j["overall"], "fail");
-  ASSERT_EQ(j["checks"].size(), 9u);
+  ASSERT_EQ(j["checks"].size(), 10u);
   EXPECT_EQ(j["checks"][0]["name"], "vm");
   EXPECT_EQ(j["checks"][0]["verdict"], "ok");
   for (const auto& c : j["checks"]) {

@@ -25,6 +25,7 @@
 #include "gantry/advise/advise.h"
 #include "gantry/advise/catalog.h"
 #include "gantry/bench/collectives.h"
+#include "gantry/bench/gemm.h"
 #include "gantry/bench/memory.h"
 #include "gantry/comm/launch.h"
 #include "gantry/core/clock.h"
@@ -40,7 +41,8 @@ enum class Verdict { kOk, kWarn, kFail, kSkip };
 std::string_view VerdictName(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Check {
-  // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "all_reduce", "advice".
+  // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm", "all_reduce",
+  // "advice".
   std::string name;
   Verdict verdict = Verdict::kOk;
   std::string value;   // what was found, for people: "AMD EPYC: 1 socket, 2 cores, 2 threads"
@@ -59,6 +61,11 @@ struct DoctorOptions {
   int bench_iters = 5;
   uint64_t memcpy_bytes = 256ull << 20;  // lowered to a quarter of available memory; 0 skips it
   double memcpy_seconds = 0.3;
+  // Matrix-multiply throughput against the device's peak: bf16 with cuBLAS on
+  // a GPU node (CUDA builds), fp32 with OpenBLAS otherwise.
+  bool run_gemm = true;
+  int64_t gemm_size = 0;  // m = n = k; 0: the bench default (GPU 8192, CPU 2048)
+  double gemm_seconds = 0.5;
   // The advice check: this node's entry in `catalog` (nullptr: the built-in
   // one) and, when a workload is given, whether this node suits it.
   const advise::Catalog* catalog = nullptr;
@@ -77,6 +84,7 @@ struct DoctorReport {
   std::optional<ShmInfo> shm;
   std::optional<ImdsInfo> vm;  // nullopt off Azure (the "vm" check says why)
   std::optional<bench::MemcpyResult> memcpy;
+  std::optional<bench::GemmResult> gemm;
   std::optional<bench::Report> all_reduce;
   comm::Backend bench_backend = comm::Backend::kAuto;  // what the sweep was asked to use
   int bench_ranks = 0;  // ranks the sweep used (or would have used); 0: one per GPU
@@ -105,6 +113,10 @@ Check CheckShm(const Result<ShmInfo>& shm, uint64_t needed_bytes);
 // ok with the VM size; skip ("unknown") when IMDS did not answer.
 Check CheckVm(const Result<ImdsInfo>& vm);
 Check CheckMemcpy(const Result<bench::MemcpyResult>& memcpy);
+// fail when the GEMM did not run or its sampled results are wrong; warn below
+// 50% of the device's peak (clocks throttled, another job, a slow BLAS);
+// ok otherwise, and when the peak is unknown.
+Check CheckGemm(const Result<bench::GemmResult>& gemm);
 // fail on an error, no rows or any wrong element; on host backends (not nccl),
 // warn when the busbw of the largest size (the better of out-of-place and
 // in-place) is below 25% of `memcpy_gbs` (when known).
@@ -112,8 +124,11 @@ Check CheckAllReduce(const Result<bench::Report>& report, std::optional<double> 
 // ok with the node's catalog entry (GPUs, peak, memory); with a workload, ok
 // when this size suits it (how many VMs, how long) and warn with the reason
 // when it does not; skip when the VM size is unknown or not in the catalog.
+// With a GPU `gemm` measurement, the detail compares it with the catalog's
+// peak for the accelerator (per GPU).
 Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& catalog,
-                  const std::optional<advise::Workload>& workload);
+                  const std::optional<advise::Workload>& workload,
+                  const std::optional<bench::GemmResult>& gemm = std::nullopt);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
 Verdict Overall(const std::vector<Check>& checks);
 

@@ -1,0 +1,215 @@
+// The cuBLAS runner of `gantry bench gemm --device cuda`. In a build without
+// CUDA (or whose toolkit lacks cuBLAS) it compiles to stubs that say so.
+#include "gantry/bench/gemm.h"
+#include "gantry/config.h"
+
+#if GANTRY_HAVE_CUDA && defined(GANTRY_GEMM_CUBLAS)
+#define GANTRY_GEMM_WITH_CUBLAS 1
+#else
+#define GANTRY_GEMM_WITH_CUBLAS 0
+#endif
+
+#if GANTRY_GEMM_WITH_CUBLAS
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#endif
+
+namespace gantry::bench {
+
+#if GANTRY_GEMM_WITH_CUBLAS
+
+namespace {
+
+Status Check(cudaError_t err, std::string_view what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Unavailable(
+      fmt::format("gemm: {}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+Status Check(cublasStatus_t s, std::string_view what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Internal(fmt::format("gemm: {}: {}", what, cublasGetStatusString(s)));
+}
+
+struct DeviceMemory {
+  void* p = nullptr;
+  ~DeviceMemory() {
+    if (p != nullptr) cudaFree(p);
+  }
+};
+
+struct CublasHandle {
+  cublasHandle_t h = nullptr;
+  ~CublasHandle() {
+    if (h != nullptr) cublasDestroy(h);
+  }
+};
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  ~Event() {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+bool CudaGemmAvailable() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+namespace detail {
+
+Result<GemmResult> RunCudaGemm(const GemmOptions& o) {
+  int count = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess || count == 0) {
+    return Unavailable(fmt::format(
+        "gemm: no CUDA device visible ({}); check nvidia-smi and CUDA_VISIBLE_DEVICES, or use "
+        "--device cpu",
+        err == cudaSuccess ? "0 devices" : cudaGetErrorString(err)));
+  }
+  RETURN_IF_ERROR(Check(cudaSetDevice(0), "cudaSetDevice(0)"));
+  cudaDeviceProp prop{};
+  RETURN_IF_ERROR(Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties"));
+
+  cudaDataType_t data_type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // fp32 accumulation, no TF32
+  switch (o.type) {
+    case GemmType::kFp32:
+      break;
+    case GemmType::kFp64:
+      data_type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    case GemmType::kBf16:
+      data_type = CUDA_R_16BF;
+      break;
+    case GemmType::kFp16:
+      data_type = CUDA_R_16F;
+      break;
+  }
+  // alpha and beta have the compute type's precision.
+  const float alpha32 = 1.0f, beta32 = 0.0f;
+  const double alpha64 = 1.0, beta64 = 0.0;
+  const bool f64 = o.type == GemmType::kFp64;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+
+  const size_t elem = ElementBytes(o.type);
+  const size_t a_count = static_cast<size_t>(o.m) * static_cast<size_t>(o.k);
+  const size_t b_count = static_cast<size_t>(o.k) * static_cast<size_t>(o.n);
+  const size_t c_count = static_cast<size_t>(o.m) * static_cast<size_t>(o.n);
+  const size_t need = (a_count + b_count + c_count) * elem;
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  if (need > free_bytes) {
+    return ResourceExhausted(fmt::format(
+        "gemm: {}x{}x{} {} needs {} B of GPU memory, {} B free on {}; pass a smaller size", o.m,
+        o.n, o.k, GemmTypeName(o.type), need, free_bytes, prop.name));
+  }
+
+  std::unique_ptr<void, FreeDeleter> a(std::malloc(a_count * elem)), b(std::malloc(b_count * elem)),
+      c(std::malloc(c_count * elem));
+  if (a == nullptr || b == nullptr || c == nullptr) {
+    return ResourceExhausted("gemm: cannot allocate the host copies of the matrices");
+  }
+  FillInputs(o.type, a.get(), a_count, 1);
+  FillInputs(o.type, b.get(), b_count, 2);
+
+  DeviceMemory da, db, dc;
+  RETURN_IF_ERROR(Check(cudaMalloc(&da.p, a_count * elem), "cudaMalloc(A)"));
+  RETURN_IF_ERROR(Check(cudaMalloc(&db.p, b_count * elem), "cudaMalloc(B)"));
+  RETURN_IF_ERROR(Check(cudaMalloc(&dc.p, c_count * elem), "cudaMalloc(C)"));
+  RETURN_IF_ERROR(
+      Check(cudaMemcpy(da.p, a.get(), a_count * elem, cudaMemcpyHostToDevice), "copying A"));
+  RETURN_IF_ERROR(
+      Check(cudaMemcpy(db.p, b.get(), b_count * elem, cudaMemcpyHostToDevice), "copying B"));
+  RETURN_IF_ERROR(Check(cudaMemset(dc.p, 0, c_count * elem), "cudaMemset(C)"));
+
+  CublasHandle handle;
+  RETURN_IF_ERROR(Check(cublasCreate(&handle.h), "cublasCreate"));
+  const int m = static_cast<int>(o.m), n = static_cast<int>(o.n), k = static_cast<int>(o.k);
+  // cuBLAS is column-major; the matrices are row-major. Row-major C = A x B is
+  // column-major C^T = B^T x A^T, so B goes first and m and n swap.
+  auto gemm = [&] {
+    return Check(
+        cublasGemmEx(handle.h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, alpha, db.p, data_type, n, da.p,
+                     data_type, k, beta, dc.p, data_type, n, compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+  };
+
+  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(gemm());
+  RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "warm-up GEMMs"));
+
+  Event start, stop;
+  RETURN_IF_ERROR(Check(cudaEventCreate(&start.e), "cudaEventCreate"));
+  RETURN_IF_ERROR(Check(cudaEventCreate(&stop.e), "cudaEventCreate"));
+  // Times `iters` back-to-back GEMMs on the default stream (cuBLAS' stream).
+  auto timed = [&](int iters) -> Result<double> {
+    RETURN_IF_ERROR(Check(cudaEventRecord(start.e, nullptr), "cudaEventRecord"));
+    for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(gemm());
+    RETURN_IF_ERROR(Check(cudaEventRecord(stop.e, nullptr), "cudaEventRecord"));
+    RETURN_IF_ERROR(Check(cudaEventSynchronize(stop.e), "timed GEMMs"));
+    float ms = 0;
+    RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, start.e, stop.e), "cudaEventElapsedTime"));
+    return static_cast<double>(ms) / 1e3;
+  };
+
+  int iters = o.iters;
+  if (iters == 0) {
+    // One GEMM sets how many fit in min_seconds.
+    ASSIGN_OR_RETURN(double one, timed(1));
+    const double want = std::ceil(o.min_seconds / std::max(one, 1e-6));
+    iters = static_cast<int>(std::clamp(want, 1.0, 1e6));
+  }
+  ASSIGN_OR_RETURN(double seconds, timed(iters));
+
+  RETURN_IF_ERROR(
+      Check(cudaMemcpy(c.get(), dc.p, c_count * elem, cudaMemcpyDeviceToHost), "copying C back"));
+
+  int cublas_version = 0, runtime_version = 0;
+  cublasGetVersion(handle.h, &cublas_version);
+  cudaRuntimeGetVersion(&runtime_version);
+
+  GemmResult r;
+  r.device_name = prop.name;
+  r.backend = fmt::format("cuBLAS {}.{}.{} (CUDA runtime {}.{})", cublas_version / 10000,
+                          cublas_version % 10000 / 100, cublas_version % 100,
+                          runtime_version / 1000, runtime_version % 1000 / 10);
+  r.iters = iters;
+  r.seconds_per_iter = seconds / iters;
+  r.max_rel_error = SampledError(o.type, a.get(), b.get(), o.type, c.get(), o.m, o.n, o.k,
+                                 SampleIndices(o.m, o.n));
+  return r;
+}
+
+}  // namespace detail
+
+#else  // no CUDA / cuBLAS
+
+bool CudaGemmAvailable() { return false; }
+
+namespace detail {
+
+Result<GemmResult> RunCudaGemm(const GemmOptions& /*resolved*/) {
+  return Unavailable(
+      "gemm: this gantry was built without CUDA/cuBLAS; rebuild with the CUDA toolkit "
+      "(GANTRY_WITH_CUDA=ON) or use --device cpu");
+}
+
+}  // namespace detail
+
+#endif
+
+}  // namespace gantry::bench
