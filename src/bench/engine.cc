@@ -20,6 +20,7 @@
 #include "data.h"
 #include "descriptor.h"
 #include "format.h"
+#include "host_memory.h"
 #include "gantry/bench/collectives.h"
 #include "gantry/core/json.h"
 #include "gantry/core/progress.h"
@@ -118,16 +119,6 @@ Result<Hosts> GatherHosts(comm::Communicator& comm) {
   return hosts;
 }
 
-uint64_t MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return std::numeric_limits<uint64_t>::max();  // unknown: no limit
-}
 
 uint64_t ShmFreeBytes() {
   struct statvfs st {};
@@ -144,7 +135,7 @@ uint64_t PerRankByteLimit(const comm::Communicator& comm, int local_ranks, bool 
   uint64_t limit = std::numeric_limits<uint64_t>::max();
   const bool host_buffers = comm.memory_kind() == comm::MemoryKind::kHost;
   const uint64_t per_rank_buffers = (host_buffers ? 2 : 0) + (check ? 3 : 0);
-  const uint64_t avail = MemAvailableBytes();
+  const uint64_t avail = internal::MemAvailableBytes();
   if (per_rank_buffers > 0 && avail != std::numeric_limits<uint64_t>::max()) {
     uint64_t reserve = std::min((avail + 16 * kGiB - 1) / (16 * kGiB) * kGiB, 4 * kGiB) + kGiB;
     uint64_t usable = avail > reserve ? avail - reserve : 0;

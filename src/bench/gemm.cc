@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gantry/config.h"
+#include "host_memory.h"
 
 namespace gantry::bench {
 namespace {
@@ -41,20 +42,6 @@ HostBuffer Allocate(size_t bytes) {
   void* p = nullptr;
   if (::posix_memalign(&p, 4096, std::max<size_t>(bytes, 1)) != 0) return nullptr;
   return HostBuffer(p);
-}
-
-uint64_t MemAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-  return std::numeric_limits<uint64_t>::max();  // unknown: no limit
 }
 
 // Output type for an input type: bf16 on the CPU goes through cblas_sbgemm,
@@ -120,7 +107,7 @@ Status Validate(const GemmOptions& o) {
 // Fills in m, n, k when they are 0: the default size, halved until A, B and C
 // take at most a quarter of MemAvailable. Explicit sizes must fit in MemAvailable.
 Result<GemmOptions> ResolveSizes(GemmOptions o) {
-  const double available = static_cast<double>(MemAvailableBytes());
+  const double available = static_cast<double>(internal::MemAvailableBytes());
   if (o.m == 0) {
     int64_t s = o.device == GemmDevice::kCpu ? kCpuDefaultSize : kGpuDefaultSize;
     for (;; s /= 2) {
