@@ -149,8 +149,28 @@ RuleVerdict ApplyRules(const Workload& w, const VmSize& s) {
   return v;
 }
 
-bool FullRecomputePenalty(const Workload& w) {
-  return w.recompute == Recompute::kFull && w.mfu == 0;
+// The MFU for an accelerator: the workload's when it was given for this GPU
+// (or for any), else the catalog's default. `note` says which.
+bool MfuMeasuredFor(const Workload& w, const Accelerator& acc) {
+  return w.mfu > 0 && (w.mfu_device.empty() || AcceleratorMatchesDevice(acc.name, w.mfu_device));
+}
+
+double MfuFor(const Workload& w, const Accelerator& acc, std::string* note) {
+  if (MfuMeasuredFor(w, acc)) {
+    if (!w.mfu_source.empty()) {
+      *note = fmt::format("MFU {:.2f} from {}: a GEMM's share of peak, an upper bound for a "
+                          "training step, so this time is optimistic",
+                          w.mfu, w.mfu_source);
+    }
+    return w.mfu;
+  }
+  return acc.default_mfu;
+}
+
+// Full recompute runs every forward pass twice (8ND instead of 6ND of
+// hardware work); a catalog MFU does not know that, a measured one does.
+bool FullRecomputePenalty(const Workload& w, const Accelerator* acc) {
+  return w.recompute == Recompute::kFull && acc && !MfuMeasuredFor(w, *acc);
 }
 
 // Checkpoint bytes of a training job: weights plus optimizer state (the
@@ -269,7 +289,9 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
     std::string note;
     peak = Peak(*c->accelerator, w.precision, &note);
     if (!note.empty()) c->notes.push_back(note);
-    c->mfu = w.mfu > 0 ? w.mfu : c->accelerator->default_mfu;
+    std::string mfu_note;
+    c->mfu = MfuFor(w, *c->accelerator, &mfu_note);
+    if (!mfu_note.empty()) c->notes.push_back(mfu_note);
     if (!peak) {
       c->notes.push_back(fmt::format("{} has no {} peak in the catalog: time and run cost unknown",
                                      c->accelerator->name, PrecisionName(w.precision)));
@@ -338,9 +360,9 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
     }
     if (gpu && peak && flops.ok()) {
       Result<double> secs = ComputeSeconds(*flops, dp * mp, *peak, trial.mfu);
-      // Full recompute runs every forward pass twice (8ND instead of 6ND of
-      // hardware work); a catalog MFU does not know that, a measured one does.
-      if (secs.ok()) trial.hours = *secs / 3600 * (FullRecomputePenalty(w) ? 4.0 / 3.0 : 1.0);
+      if (secs.ok()) {
+        trial.hours = *secs / 3600 * (FullRecomputePenalty(w, c->accelerator) ? 4.0 / 3.0 : 1.0);
+      }
     }
     if (w.deadline_h > 0 && trial.hours && *trial.hours > w.deadline_h) {
       last_reason = fmt::format("misses the {} deadline: {} on {} VM(s)", Hours(w.deadline_h),
@@ -384,7 +406,7 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
                           : c->zero_stage == 2 ? "FSDP SHARD_GRAD_OP"
                                                : "DeepSpeed; FSDP's nearest is SHARD_GRAD_OP"));
   }
-  if (FullRecomputePenalty(w) && c->hours) {
+  if (FullRecomputePenalty(w, c->accelerator) && c->hours) {
     c->notes.push_back("full recompute: time includes a second forward pass (x4/3); pass a "
                        "measured --mfu to replace this");
   }
@@ -471,7 +493,9 @@ void EvaluateInference(const Workload& w, const AdviseOptions& opt, const Rates&
   std::string peak_note;
   std::optional<double> peak = Peak(acc, w.precision, &peak_note);
   if (!peak_note.empty()) c->notes.push_back(peak_note);
-  c->mfu = w.mfu > 0 ? w.mfu : acc.default_mfu;
+  std::string mfu_note;
+  c->mfu = MfuFor(w, acc, &mfu_note);
+  if (!mfu_note.empty()) c->notes.push_back(mfu_note);
   c->gpus_per_node = s.gpus;
   const double usable = acc.memory_gib * kGiB * opt.usable_memory_fraction;
   c->memory_usable = usable;

@@ -541,6 +541,42 @@ TEST(RecommendInferenceTest, SmallModelServesOnComputeCpu) {
   EXPECT_EQ(a.ranked[0].tier, 0);
 }
 
+TEST(MfuFromReportTest, MatchesTheMeasuredGpuOnly) {
+  EXPECT_TRUE(AcceleratorMatchesDevice("H100-SXM-80GB", "NVIDIA H100 80GB HBM3"));
+  EXPECT_FALSE(AcceleratorMatchesDevice("H100-NVL-94GB", "NVIDIA H100 80GB HBM3"));
+  EXPECT_TRUE(AcceleratorMatchesDevice("H100-NVL-94GB", "NVIDIA H100 NVL"));
+  EXPECT_FALSE(AcceleratorMatchesDevice("H100-SXM-80GB", "NVIDIA H100 NVL"));
+  EXPECT_TRUE(AcceleratorMatchesDevice("A100-40GB", "NVIDIA A100-SXM4-40GB"));
+  EXPECT_FALSE(AcceleratorMatchesDevice("A100-80GB", "NVIDIA A100-SXM4-40GB"));
+  EXPECT_FALSE(AcceleratorMatchesDevice("A10-24GB", "NVIDIA A100-SXM4-80GB"));
+  EXPECT_TRUE(AcceleratorMatchesDevice("A10-24GB", "NVIDIA A10"));
+  EXPECT_TRUE(AcceleratorMatchesDevice("T4-16GB", "Tesla T4"));
+  EXPECT_TRUE(AcceleratorMatchesDevice("MI300X-192GB", "AMD Instinct MI300X"));
+
+  Catalog cat = TestCatalog();
+  Workload w = Training(1.5e9, 1e10);
+  Json doctor = {{"report", "gantry.doctor"},
+                 {"gemm",
+                  {{"device", "cuda"}, {"device_name", "Fake G80"}, {"type", "bf16"},
+                   {"mfu", 0.8}}}};
+  ASSERT_TRUE(TakeMfuFromReport(doctor, "d.json", &w).ok());
+  EXPECT_DOUBLE_EQ(w.mfu, 0.8);
+  Advice a = MustRecommend(w, cat);
+  // G80 matches "G80": 9e19 FLOPs / (1000 TFLOPS x 0.8) = 31.25 h instead of 50 h.
+  const Candidate* nc = Find(a.ranked, "Standard_NC1_G80_v1");
+  ASSERT_NE(nc, nullptr);
+  EXPECT_NEAR(*nc->hours, 31.25, 1e-9);
+  EXPECT_THAT(::testing::PrintToString(nc->notes), HasSubstr("MFU 0.80 from d.json"));
+
+  Json cpu = {{"device", "cpu"}, {"mfu", 0.7}};
+  EXPECT_THAT(TakeMfuFromReport(cpu, "c.json", &w).message(), HasSubstr("ran on the CPU"));
+  Json no_peak = {{"device", "cuda"}, {"mfu", nullptr}};
+  EXPECT_THAT(TakeMfuFromReport(no_peak, "n.json", &w).message(), HasSubstr("no MFU"));
+  EXPECT_FALSE(TakeMfuFromReport(Json::array(), "x.json", &w).ok());
+  Json wrong = {{"device", "cuda"}, {"mfu", 1.7}};
+  EXPECT_FALSE(TakeMfuFromReport(wrong, "w.json", &w).ok());
+}
+
 // -------------------------------------------------------------- commit --
 
 TEST(AdviseCommitTest, BreakEvenAndCheapestAtUtilisation) {

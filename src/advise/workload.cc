@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gantry/advise/advise.h"
+#include "gantry/core/json.h"
 #include "gantry/core/units.h"
 
 namespace gantry::advise {
@@ -156,6 +157,70 @@ Result<double> ParseCount(std::string_view what, std::string_view text) {
     return InvalidArgument(fmt::format("{}'{}' must be a finite, non-negative count", prefix, text));
   }
   return v;
+}
+
+namespace {
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// True when `token` occurs in `text` not followed by a digit or letter that
+// would make it another model ("A10" in "A100", "H100" in "H100X").
+bool HasToken(const std::string& text, const std::string& token) {
+  for (size_t pos = text.find(token); pos != std::string::npos; pos = text.find(token, pos + 1)) {
+    const size_t end = pos + token.size();
+    const bool left_ok = pos == 0 || !std::isalnum(static_cast<unsigned char>(text[pos - 1]));
+    const bool right_ok = end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]));
+    if (left_ok && right_ok) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool AcceleratorMatchesDevice(std::string_view accelerator, std::string_view device_name) {
+  const std::string acc = Upper(accelerator);
+  const std::string dev = Upper(device_name);
+  const std::string model = acc.substr(0, acc.find('-'));  // "H100", "A100", "MI300X", "T4"
+  if (model.empty() || !HasToken(dev, model)) return false;
+  if ((acc.find("NVL") != std::string::npos) != HasToken(dev, "NVL")) return false;
+  for (const char* mem : {"16GB", "24GB", "40GB", "80GB", "94GB", "141GB", "192GB"}) {
+    if (HasToken(dev, mem) && acc.find(mem) == std::string::npos) return false;
+  }
+  return true;
+}
+
+Status TakeMfuFromReport(const Json& report, std::string_view origin, Workload* w) {
+  const Json* g = &report;
+  if (report.is_object() && report.contains("gemm")) g = &report["gemm"];
+  if (!g->is_object() || !g->contains("mfu") || !g->contains("device")) {
+    return InvalidArgument(fmt::format(
+        "{}: no GEMM measurement; pass the JSON of `gantry bench gemm --json` or `gantry doctor "
+        "--json` run on a GPU node",
+        origin));
+  }
+  if ((*g)["device"] != "cuda") {
+    return InvalidArgument(fmt::format(
+        "{}: the GEMM ran on the CPU; CPU sizes have no peak in the catalog, so a CPU MFU cannot "
+        "be applied (measure on a GPU node, or pass --mfu)",
+        origin));
+  }
+  if (!(*g)["mfu"].is_number()) {
+    return InvalidArgument(fmt::format(
+        "{}: the GEMM has no MFU (its GPU's peak was unknown); pass --mfu instead", origin));
+  }
+  const double mfu = (*g)["mfu"].get<double>();
+  if (!(mfu > 0 && mfu <= 1)) {
+    return InvalidArgument(fmt::format("{}: MFU {} is outside (0, 1]", origin, mfu));
+  }
+  w->mfu = mfu;
+  w->mfu_device = (*g).value("device_name", "");
+  w->mfu_source = fmt::format("{} ({} GEMM on {})", origin, (*g).value("type", "?"),
+                              w->mfu_device.empty() ? "a GPU" : w->mfu_device);
+  return Status::Ok();
 }
 
 Result<Workload> ParseWorkload(const Config& cfg) {

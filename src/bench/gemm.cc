@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gantry/config.h"
@@ -129,28 +130,72 @@ Result<GemmOptions> ResolveSizes(GemmOptions o) {
   return o;
 }
 
+// OpenBLAS, opened on first use. It is not linked: its pthread build starts a
+// thread pool when the library loads, and those threads would be created
+// before `gantry gateway` blocks its signals, so a SIGTERM meant for the
+// drain loop could kill the process. dlopen keeps every other command free
+// of BLAS threads.
+using SbgemmFn = void (*)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
+                          blasint, blasint, float, const uint16_t*, blasint, const uint16_t*,
+                          blasint, float, float*, blasint);
+struct OpenBlas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&cblas_dgemm) dgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+  decltype(&openblas_get_num_threads) get_num_threads = nullptr;
+  decltype(&openblas_get_config) get_config = nullptr;
+  decltype(&openblas_get_corename) get_corename = nullptr;
+  // cblas_sbgemm (bf16 in, fp32 out) exists only in builds with
+  // BUILD_BFLOAT16; Debian 12's 0.3.21 lacks it.
+  SbgemmFn sbgemm = nullptr;
+};
+
+Result<const OpenBlas*> LoadOpenBlas() {
+  static const Result<const OpenBlas*> loaded = []() -> Result<const OpenBlas*> {
+    void* lib = nullptr;
+    for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
+      lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+    }
+    if (lib == nullptr) {
+      return Unavailable(std::string("gemm: cannot load OpenBLAS (libopenblas.so.0): ") +
+                         ::dlerror() + "; install it with scripts/install-deps.sh (Debian: "
+                         "libopenblas0)");
+    }
+    auto* blas = new OpenBlas;  // lives as long as the process, like the library
+    auto bind = [&](auto* slot, const char* symbol) {
+      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(::dlsym(lib, symbol));
+      return *slot != nullptr;
+    };
+    if (!bind(&blas->sgemm, "cblas_sgemm") || !bind(&blas->dgemm, "cblas_dgemm") ||
+        !bind(&blas->set_num_threads, "openblas_set_num_threads") ||
+        !bind(&blas->get_num_threads, "openblas_get_num_threads") ||
+        !bind(&blas->get_config, "openblas_get_config") ||
+        !bind(&blas->get_corename, "openblas_get_corename")) {
+      return Unavailable("gemm: the OpenBLAS found lacks a CBLAS or openblas_* function; "
+                         "reinstall libopenblas0");
+    }
+    bind(&blas->sbgemm, "cblas_sbgemm");  // optional
+    return static_cast<const OpenBlas*>(blas);
+  }();
+  return loaded;
+}
+
 // Restores OpenBLAS' thread count when the measurement ends.
 class OpenBlasThreads {
  public:
-  explicit OpenBlasThreads(int threads) : before_(openblas_get_num_threads()) {
-    if (threads > 0) openblas_set_num_threads(threads);
+  OpenBlasThreads(const OpenBlas& blas, int threads)
+      : blas_(blas), before_(blas.get_num_threads()) {
+    if (threads > 0) blas_.set_num_threads(threads);
   }
-  ~OpenBlasThreads() { openblas_set_num_threads(before_); }
+  ~OpenBlasThreads() { blas_.set_num_threads(before_); }
   OpenBlasThreads(const OpenBlasThreads&) = delete;
   OpenBlasThreads& operator=(const OpenBlasThreads&) = delete;
 
  private:
+  const OpenBlas& blas_;
   int before_;
 };
-
-// cblas_sbgemm (bf16 in, fp32 out) exists only in OpenBLAS builds with
-// BUILD_BFLOAT16; Debian 12's 0.3.21 lacks it. Looked up at run time so one
-// binary works with either build of the shared library.
-using SbgemmFn = void (*)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
-                          blasint, blasint, float, const uint16_t*, blasint, const uint16_t*,
-                          blasint, float, float*, blasint);
-
-SbgemmFn FindSbgemm() { return reinterpret_cast<SbgemmFn>(::dlsym(RTLD_DEFAULT, "cblas_sbgemm")); }
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
@@ -239,20 +284,21 @@ std::string CpuModelName(const std::string& root_dir) {
 
 // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21": the rest
 // is build options; the kernel set chosen for this CPU says more.
-std::string OpenBlasVersion() {
-  std::istringstream config(openblas_get_config());
+std::string OpenBlasVersion(const OpenBlas& blas) {
+  std::istringstream config(blas.get_config());
   std::string name, version;
   config >> name >> version;
   return Trim(name + " " + version);
 }
 
 Result<GemmResult> RunCpuGemm(const GemmOptions& o) {
+  ASSIGN_OR_RETURN(const OpenBlas* blas, LoadOpenBlas());
   SbgemmFn sbgemm = nullptr;
   if (o.type == GemmType::kBf16) {
-    sbgemm = FindSbgemm();
+    sbgemm = blas->sbgemm;
     if (sbgemm == nullptr) {
       return InvalidArgument("gemm: bf16 on the CPU needs cblas_sbgemm, which this " +
-                             OpenBlasVersion() +
+                             OpenBlasVersion(*blas) +
                              " was built without; use fp32 or fp64, or bf16 on --device cuda");
     }
   }
@@ -271,19 +317,19 @@ Result<GemmResult> RunCpuGemm(const GemmOptions& o) {
   detail::FillInputs(o.type, b.get(), b_count, 2);
   std::memset(c.get(), 0, c_count * cb);  // touch every page before timing
 
-  OpenBlasThreads threads(o.threads);
+  OpenBlasThreads threads(*blas, o.threads);
   const auto m = static_cast<blasint>(o.m), n = static_cast<blasint>(o.n),
              k = static_cast<blasint>(o.k);
   // Row-major: lda = k, ldb = n, ldc = n.
   auto gemm = [&] {
     switch (o.type) {
       case GemmType::kFp32:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+        blas->sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
                     static_cast<const float*>(a.get()), k, static_cast<const float*>(b.get()), n,
                     0.0f, static_cast<float*>(c.get()), n);
         break;
       case GemmType::kFp64:
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
+        blas->dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
                     static_cast<const double*>(a.get()), k, static_cast<const double*>(b.get()), n,
                     0.0, static_cast<double*>(c.get()), n);
         break;
@@ -311,9 +357,9 @@ Result<GemmResult> RunCpuGemm(const GemmOptions& o) {
 
   GemmResult r;
   r.device_name = CpuModelName("/");
-  r.threads = openblas_get_num_threads();
-  r.backend = fmt::format("{} ({} kernels, {} thread{})", OpenBlasVersion(),
-                          openblas_get_corename(), r.threads, r.threads == 1 ? "" : "s");
+  r.threads = blas->get_num_threads();
+  r.backend = fmt::format("{} ({} kernels, {} thread{})", OpenBlasVersion(*blas),
+                          blas->get_corename(), r.threads, r.threads == 1 ? "" : "s");
   r.iters = iters;
   r.seconds_per_iter = elapsed / iters;
   r.max_rel_error = detail::SampledError(o.type, a.get(), b.get(), c_type, c.get(), o.m, o.n, o.k,

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "gantry/advise/advise.h"
 #include "gantry/core/config.h"
+#include "gantry/core/json.h"
 #include "gantry/core/table.h"
 #include "gantry/core/units.h"
 
@@ -24,6 +25,7 @@ struct AdviseFlags {
   double reserved_1y = -1, reserved_3y = -1, savings_1y = -1, savings_3y = -1;
   // recommend
   std::string workload;
+  std::string mfu_from;
   bool markdown = false;
   int top = 5;
   // Overrides of workload fields; kept as text and applied only when given.
@@ -206,6 +208,16 @@ int RunRecommend(const AdviseFlags& f) {
   }
   Result<advise::Workload> w = BuildWorkload(f);
   if (!w.ok()) return Fail("", w.status());
+  if (!f.mfu_from.empty()) {
+    if (f.set.count("mfu")) {
+      std::cerr << "gantry advise: give --mfu or --mfu-from, not both\n";
+      return kExitUsage;
+    }
+    Result<Json> report = ReadJsonFile(f.mfu_from);
+    if (!report.ok()) return Fail("", report.status());
+    Status s = advise::TakeMfuFromReport(*report, f.mfu_from, &*w);
+    if (!s.ok()) return Fail("", s);
+  }
   Result<advise::Catalog> cat = LoadCatalog(f);
   if (!cat.ok()) return Fail("", cat.status());
   Result<advise::Discounts> d = DiscountsFrom(f);
@@ -330,6 +342,9 @@ void RegisterAdvise(CLI::App& app, Action* action) {
   AddDiscountFlags(cmd, flags.get());
   cmd->add_option("--workload", flags->workload, "Workload YAML (format: docs/advise.md)");
   cmd->add_flag("--markdown", flags->markdown, "A short Markdown report instead of the table");
+  cmd->add_option("--mfu-from", flags->mfu_from,
+                  "Take the MFU from a `gantry bench gemm --json` or `gantry doctor --json` report "
+                  "of a GPU node (applies to that GPU model; optimistic: a GEMM is an upper bound)");
   cmd->add_option("--top", flags->top, "Candidates to show and explain")->capture_default_str();
   struct FlagHelp {
     const char* name;

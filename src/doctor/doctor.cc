@@ -487,21 +487,6 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     memcpy_check = CheckMemcpy(memcpy);
   }
 
-  Check gemm_check{"gemm", Verdict::kSkip, "not measured", "GEMM measurement turned off"};
-  if (options.run_gemm) {
-    bench::GemmOptions g;
-    const bool gpu = report.gpus.count > 0 && bench::CudaGemmAvailable();
-    g.device = gpu ? bench::GemmDevice::kCuda : bench::GemmDevice::kCpu;
-    g.type = gpu ? bench::GemmType::kBf16 : bench::GemmType::kFp32;
-    g.m = g.n = g.k = options.gemm_size;
-    g.min_seconds = options.gemm_seconds;
-    log::info("doctor: measuring {} GEMM on the {}", bench::GemmTypeName(g.type),
-              bench::GemmDeviceName(g.device));
-    Result<bench::GemmResult> gemm = bench::MeasureGemm(g);
-    if (gemm.ok()) report.gemm = *gemm;
-    gemm_check = CheckGemm(gemm);
-  }
-
   Check bench_check{"all_reduce", Verdict::kSkip, "not run", "benchmark skipped (--skip-bench)"};
   if (options.run_bench) {
     comm::LaunchOptions launch;
@@ -523,6 +508,23 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
     if (sweep.ok()) report.all_reduce = *sweep;
     bench_check = CheckAllReduce(
         sweep, report.memcpy ? std::optional<double>(report.memcpy->bandwidth_gbs) : std::nullopt);
+  }
+
+  // After the sweep: the sweep forks ranks, and the BLAS library starts a
+  // thread pool when it loads.
+  Check gemm_check{"gemm", Verdict::kSkip, "not measured", "GEMM measurement turned off"};
+  if (options.run_gemm) {
+    bench::GemmOptions g;
+    const bool gpu = report.gpus.count > 0 && bench::CudaGemmAvailable();
+    g.device = gpu ? bench::GemmDevice::kCuda : bench::GemmDevice::kCpu;
+    g.type = gpu ? bench::GemmType::kBf16 : bench::GemmType::kFp32;
+    g.m = g.n = g.k = options.gemm_size;
+    g.min_seconds = options.gemm_seconds;
+    log::info("doctor: measuring {} GEMM on the {}", bench::GemmTypeName(g.type),
+              bench::GemmDeviceName(g.device));
+    Result<bench::GemmResult> gemm = bench::MeasureGemm(g);
+    if (gemm.ok()) report.gemm = *gemm;
+    gemm_check = CheckGemm(gemm);
   }
 
   Result<ImdsInfo> vm = vm_future.get();

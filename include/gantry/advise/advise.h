@@ -80,6 +80,10 @@ struct Workload {
 
   // Performance inputs.
   double mfu = 0;  // measured model FLOPs utilisation; 0 = the catalog's default per GPU
+  // When set, `mfu` applies only to accelerators this device name matches
+  // (see AcceleratorMatchesDevice): it came from a measurement on that GPU.
+  std::string mfu_device;
+  std::string mfu_source;  // where `mfu` came from, for the explanation
   double evictions_per_hour = 0.05;  // spot eviction rate assumed per VM
   double restart_s = 600;            // re-provision and reload after an eviction
   double ckpt_write_gbps = 2.0;      // checkpoint write bandwidth per VM, GB/s
@@ -101,6 +105,20 @@ Result<Workload> ParseWorkload(const Config& config);
 Result<double> ParseCount(std::string_view what, std::string_view text);
 // Cross-field checks (params given, stage-specific requirements, ranges).
 Status ValidateWorkload(const Workload& w);
+
+// Reads the MFU of a `gantry bench gemm --json` or `gantry doctor --json`
+// report (its "gemm" section) into w->mfu, w->mfu_device and w->mfu_source.
+// A GEMM's share of peak is an upper bound for a training step's MFU, so
+// estimates made with it are optimistic; the explanation says so.
+// InvalidArgument for a report without a GPU GEMM with a known peak.
+Status TakeMfuFromReport(const Json& report, std::string_view origin, Workload* w);
+
+// True when an NVIDIA/AMD device name (as NVML or the GEMM report spells it,
+// "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 NVL") is the
+// catalog accelerator `accelerator` ("H100-SXM-80GB", "A100-40GB",
+// "H100-NVL-94GB"): same model token, NVL only with NVL, and the same memory
+// size when the device name states one.
+bool AcceleratorMatchesDevice(std::string_view accelerator, std::string_view device_name);
 
 struct AdviseOptions {
   Discounts discounts;
