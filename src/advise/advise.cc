@@ -12,10 +12,12 @@
 #include <string>
 #include <tuple>
 
+#include "format.h"
+
 namespace gantry::advise {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
+using internal::kGiB;
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -51,13 +53,7 @@ std::optional<double> Peak(const Accelerator& acc, Precision p, std::string* not
   return peak;
 }
 
-std::string GiB(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
-
-std::string Hours(double h) {
-  if (h >= 48) return fmt::format("{:.1f} d", h / 24);
-  if (h >= 1) return fmt::format("{:.1f} h", h);
-  return fmt::format("{:.0f} min", std::max(1.0, h * 60));
-}
+std::string GiB(double bytes) { return internal::GibNumber(bytes) + " GiB"; }
 
 // Rates per VM hour for every pricing model, with where they came from.
 struct Rates {
@@ -255,8 +251,8 @@ void AdviseSpot(const Workload& w, const Rates& rates, Candidate* c) {
     c->spot_reason = fmt::format(
         "spot not advised: evictions stretch the run to {} (checkpoint every {:.0f} min, {:.1f}% "
         "overhead), past the {} deadline",
-        Hours(spot_hours), c->spot->interval_s / 60, 100 * c->spot->overhead_fraction,
-        Hours(w.deadline_h));
+        internal::FormatHours(spot_hours), c->spot->interval_s / 60, 100 * c->spot->overhead_fraction,
+        internal::FormatHours(w.deadline_h));
     return;
   }
   const double spot_cost = *spot * spot_hours;
@@ -365,8 +361,8 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
       }
     }
     if (w.deadline_h > 0 && trial.hours && *trial.hours > w.deadline_h) {
-      last_reason = fmt::format("misses the {} deadline: {} on {} VM(s)", Hours(w.deadline_h),
-                                Hours(*trial.hours), n);
+      last_reason = fmt::format("misses the {} deadline: {} on {} VM(s)", internal::FormatHours(w.deadline_h),
+                                internal::FormatHours(*trial.hours), n);
       continue;
     }
     FillCosts(w, rates, &trial);

@@ -7,12 +7,11 @@
 #include <string>
 
 #include "gantry/advise/advise.h"
+#include "format.h"
 #include "gantry/core/table.h"
 
 namespace gantry::advise {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // "$1,234", "$123", "$12.34"; "-" for unknown.
 std::string Money(std::optional<double> usd) {
@@ -30,14 +29,9 @@ std::string Money(std::optional<double> usd) {
   return "$" + out;
 }
 
-std::string Hours(std::optional<double> h) {
-  if (!h) return "-";
-  if (*h >= 48) return fmt::format("{:.1f} d", *h / 24);
-  if (*h >= 1) return fmt::format("{:.1f} h", *h);
-  return fmt::format("{:.0f} min", std::max(1.0, *h * 60));
-}
+std::string Hours(std::optional<double> h) { return h ? internal::FormatHours(*h) : "-"; }
 
-std::string Gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
+std::string Gib(double bytes) { return internal::GibNumber(bytes); }
 
 std::string Ms(double s) { return s * 1000 >= 100 ? fmt::format("{:.0f}", s * 1000) : fmt::format("{:.1f}", s * 1000); }
 
