@@ -25,6 +25,8 @@ PACKAGES=(
   libboost-dev libhiredis-dev libsqlite3-dev
   # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool
   redis-server nginx-light haproxy wrk prometheus python3-cryptography
+  # health --slurm test (tests/health_slurm): a real single-node Slurm with its own munged
+  slurmctld slurmd slurm-client munge
 )
 
 if [[ $(id -u) -ne 0 ]]; then

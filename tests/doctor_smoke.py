@@ -84,12 +84,17 @@ def main():
             check(report["report"] == "gantry.doctor" and report["version"] == 1, "bad header", proc)
             verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
             check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy",
-                                    "gemm", "all_reduce", "advice"},
+                                    "gemm", "all_reduce", "advice", "health"},
                   "unexpected checks %s" % sorted(verdicts), proc)
             advice = {c["name"]: c for c in report["checks"]}["advice"]
             check(advice["verdict"] == "ok" and
                   advice["value"] == "Standard_D8s_v5: 8 vCPU, 32 GiB (CPU size)",
                   "advice check: %s" % advice, proc)
+            # Standard_D8s_v5 has no health profile: generic runs, and never silently passes.
+            health = {c["name"]: c for c in report["checks"]}["health"]
+            check(health["verdict"] in ("warn", "fail") and " passed, " in health["value"] and
+                  "Standard_D8s_v5 has no health profile" in health["detail"],
+                  "health check: %s" % health, proc)
             check(all(v in ("ok", "warn", "fail", "skip") for v in verdicts.values()),
                   "unknown verdict in %s" % verdicts, proc)
             check(proc.returncode == (1 if report["overall"] == "fail" else 0),

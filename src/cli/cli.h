@@ -49,6 +49,12 @@ void RegisterGateway(CLI::App& app, Action* action);
 // advise_cmd.cc: `gantry advise [--workload F] | commit | catalog`.
 void RegisterAdvise(CLI::App& app, Action* action);
 
+// health_cmd.cc: `gantry health [--profile P] [--slurm] ...`.
+void RegisterHealth(CLI::App& app, Action* action);
+
+// tune_cmd.cc: `gantry tune [--apply|--reset] [--lock] [--dry-run]`.
+void RegisterTune(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".

@@ -68,6 +68,8 @@ int Main(int argc, char** argv) {
   RegisterGateway(app, &action);
   RegisterAudit(app, &action);
   RegisterAdvise(app, &action);
+  RegisterHealth(app, &action);
+  RegisterTune(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

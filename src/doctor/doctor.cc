@@ -15,6 +15,8 @@
 #include "gantry/core/log.h"
 #include "gantry/core/table.h"
 #include "gantry/core/units.h"
+#include "gantry/health/nvml.h"
+#include "gantry/health/profile.h"
 
 namespace gantry::doctor {
 namespace {
@@ -422,6 +424,88 @@ Check CheckAllReduce(const Result<bench::Report>& report, std::optional<double> 
   return c;
 }
 
+Check CheckHealth(const Result<health::HealthReport>& report, const std::string& vm_size,
+                  bool profile_known) {
+  Check c{"health", Verdict::kOk, "", ""};
+  if (!report.ok()) {
+    c.verdict = Verdict::kFail;
+    c.value = "did not run";
+    c.detail = report.status().message();
+    return c;
+  }
+  int passed = 0, warnings = 0, failures = 0;
+  for (const health::CheckResult& r : report->results) {
+    switch (r.outcome) {
+      case health::Outcome::kPass:
+      case health::Outcome::kSkip:
+        ++passed;
+        break;
+      case health::Outcome::kWarn:
+        ++warnings;
+        break;
+      case health::Outcome::kFail:
+      case health::Outcome::kError:
+        ++failures;
+        break;
+    }
+  }
+  c.value = fmt::format("{} passed, {}, {}", passed, Plural(warnings, "warning", "warnings"),
+                        Plural(failures, "failure", "failures"));
+  if (const health::CheckResult* first = report->FirstProblem()) {
+    c.value += fmt::format(": first failure {}: {}", first->name, first->message);
+  }
+  c.detail = fmt::format("profile {} (gantry health --profile {} for the details)", report->profile,
+                         report->profile);
+  if (failures > 0) {
+    c.verdict = Verdict::kFail;
+  } else if (warnings > 0) {
+    c.verdict = Verdict::kWarn;
+  }
+  if (!profile_known && !vm_size.empty()) {
+    if (c.verdict == Verdict::kOk) c.verdict = Verdict::kWarn;
+    c.detail = fmt::format("VM size {} has no health profile; ran generic", vm_size);
+  }
+  return c;
+}
+
+namespace {
+
+// `gantry health` inside the doctor, without the bandwidth probes the doctor
+// measures itself.
+Check RunHealthCheck(const DoctorOptions& options, const std::optional<ImdsInfo>& vm,
+                     const Clock& clock) {
+  const std::string vm_size = vm ? vm->vm_size : "";
+  bool known = true;
+  Result<health::Profile> profile = health::Profile::Builtin("generic");
+  if (options.health_profile.empty()) {
+    profile = health::Profile::ForVmSize(vm_size, &known);
+  } else {
+    std::vector<std::string> names = health::Profile::BuiltinNames();
+    profile = std::find(names.begin(), names.end(), options.health_profile) != names.end()
+                  ? health::Profile::Builtin(options.health_profile)
+                  : health::Profile::LoadFile(options.health_profile);
+  }
+  if (!profile.ok()) return CheckHealth(profile.status(), vm_size, known);
+  auto checks = health::BuildChecks(*profile);
+  if (!checks.ok()) return CheckHealth(checks.status(), vm_size, known);
+  Result<std::unique_ptr<health::Nvml>> nvml = health::Nvml::Load();
+  health::Context ctx;
+  ctx.root_dir = options.root_dir;
+  ctx.profile = &*profile;
+  ctx.nvml = nvml.ok() ? nvml->get() : nullptr;
+  ctx.clock = &clock;
+  ctx.vm = vm;
+  health::RunOptions run;
+  run.watchdog = std::chrono::seconds(30);
+  for (const auto& c : *checks) {
+    const std::string id = c->name();
+    if (id == "memory_bandwidth" || id == "collective" || id == "gemm") run.skip.push_back(id);
+  }
+  return CheckHealth(health::RunHealth(*checks, ctx, run), vm_size, known);
+}
+
+}  // namespace
+
 Verdict Overall(const std::vector<Check>& checks) {
   Verdict worst = Verdict::kOk;
   for (const Check& c : checks) {
@@ -544,6 +628,9 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
       catalog ? CheckAdvice(report.vm, *catalog, options.workload, report.gemm)
               : Check{"advice", Verdict::kSkip, "no catalog", builtin.status().message()};
 
+  Check health_check{"health", Verdict::kSkip, "not run", "health checks turned off"};
+  if (options.run_health) health_check = RunHealthCheck(options, report.vm, clock);
+
   report.checks = {CheckVm(vm),
                    CheckCpu(cpu),
                    CheckMemory(memory),
@@ -553,7 +640,8 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
                    memcpy_check,
                    gemm_check,
                    bench_check,
-                   advice_check};
+                   advice_check,
+                   health_check};
   report.overall = Overall(report.checks);
   report.elapsed_s = std::chrono::duration<double>(clock.Now() - start).count();
   return report;

@@ -66,6 +66,7 @@ DoctorOptions QuickOptions(const FakeRoot& root) {
   o.run_gemm = false;  // its verdict depends on the machine's load; see GemmRunsInTheDoctor
   o.gemm_size = 64;
   o.gemm_seconds = 0.005;
+  o.run_health = false;  // depends on the machine; see HealthRunsOnTheFakeRoot
   return o;
 }
 
@@ -220,7 +221,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   for (const Check& c : report->checks) names.push_back(c.name);
   EXPECT_THAT(names,
               ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
-                          "all_reduce", "advice"));
+                          "all_reduce", "advice", "health"));
+  EXPECT_EQ(Find(*report, "health").verdict, Verdict::kSkip);
   EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
   EXPECT_EQ(Find(*report, "cpu").value,
             "AMD EPYC 7V12 64-Core Processor: 1 socket, 2 cores, 2 threads");
@@ -419,7 +421,7 @@ TEST(DoctorReportTest, JsonShape) {
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(j["overall"], "fail");
-  ASSERT_EQ(j["checks"].size(), 10u);
+  ASSERT_EQ(j["checks"].size(), 11u);
   EXPECT_EQ(j["checks"][0]["name"], "vm");
   EXPECT_EQ(j["checks"][0]["verdict"], "ok");
   for (const auto& c : j["checks"]) {
@@ -458,6 +460,53 @@ TEST(DoctorReportTest, JsonShape) {
   EXPECT_THAT(text, HasSubstr("all_reduce on shm, 2 ranks"));
   EXPECT_THAT(text, HasSubstr("64 MiB"));
   EXPECT_THAT(text, HasSubstr("N/A"));
+}
+
+TEST(CheckHealthTest, SummarisesAHealthReport) {
+  health::HealthReport r;
+  r.profile = "nd96isr_h100_v5";
+  r.results = {{"cpu", health::Outcome::kPass, "ok"},
+               {"swap", health::Outcome::kSkip, "skipped (--skip)"},
+               {"memory", health::Outcome::kWarn, "low"},
+               {"gpu_count", health::Outcome::kFail, "7 GPUs, expected 8"},
+               {"nvme", health::Outcome::kError, "timed out"}};
+  Check c = CheckHealth(r, "Standard_ND96isr_H100_v5", true);
+  EXPECT_EQ(c.name, "health");
+  EXPECT_EQ(c.verdict, Verdict::kFail);
+  EXPECT_EQ(c.value,
+            "2 passed, 1 warning, 2 failures: first failure gpu_count: 7 GPUs, expected 8");
+
+  r.results.resize(3);
+  c = CheckHealth(r, "Standard_ND96isr_H100_v5", true);
+  EXPECT_EQ(c.verdict, Verdict::kWarn);
+  EXPECT_EQ(c.value, "2 passed, 1 warning, 0 failures");
+
+  r.results.resize(2);
+  EXPECT_EQ(CheckHealth(r, "", false).verdict, Verdict::kOk);  // off Azure: generic, no warning
+  Check unknown = CheckHealth(r, "Standard_D8s_v5", false);
+  EXPECT_EQ(unknown.verdict, Verdict::kWarn);
+  EXPECT_EQ(unknown.detail, "VM size Standard_D8s_v5 has no health profile; ran generic");
+
+  EXPECT_EQ(CheckHealth(Result<health::HealthReport>(InvalidArgument("bad")), "", true).verdict,
+            Verdict::kFail);
+}
+
+TEST(RunDoctorTest, HealthRunsOnTheFakeRoot) {
+  // The H100 profile against a 2-core fake machine: the cpu check (first in
+  // the profile) fails, and the doctor says so.
+  FakeRoot root;
+  WriteMachine(root);
+  FakeImds imds(H100Vm());
+  FakeClock clock;
+  DoctorOptions o = QuickOptions(root);
+  o.run_health = true;
+  auto report = RunDoctor(o, imds, clock);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Check& h = Find(*report, "health");
+  EXPECT_EQ(h.verdict, Verdict::kFail) << h.value;
+  EXPECT_THAT(h.value, ::testing::HasSubstr(": first failure cpu: ")) << h.value;
+  EXPECT_EQ(h.detail,
+            "profile nd96isr_h100_v5 (gantry health --profile nd96isr_h100_v5 for the details)");
 }
 
 }  // namespace

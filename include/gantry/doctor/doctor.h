@@ -33,6 +33,7 @@
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
 #include "gantry/doctor/detect.h"
+#include "gantry/health/check.h"
 
 namespace gantry::doctor {
 
@@ -42,7 +43,7 @@ std::string_view VerdictName(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Check {
   // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm", "all_reduce",
-  // "advice".
+  // "advice", "health".
   std::string name;
   Verdict verdict = Verdict::kOk;
   std::string value;   // what was found, for people: "AMD EPYC: 1 socket, 2 cores, 2 threads"
@@ -70,6 +71,12 @@ struct DoctorOptions {
   // one) and, when a workload is given, whether this node suits it.
   const advise::Catalog* catalog = nullptr;
   std::optional<advise::Workload> workload;
+  // The health check: `gantry health` with the profile for this VM size (or
+  // `health_profile`: a built-in name or a file), reading /proc and /sys under
+  // root_dir, without the bandwidth probes the doctor runs itself
+  // (memory_bandwidth, collective, gemm).
+  bool run_health = true;
+  std::string health_profile;
 };
 
 struct DoctorReport {
@@ -129,6 +136,12 @@ Check CheckAllReduce(const Result<bench::Report>& report, std::optional<double> 
 Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& catalog,
                   const std::optional<advise::Workload>& workload,
                   const std::optional<bench::GemmResult>& gemm = std::nullopt);
+// The doctor's summary of a health run: fail on any failed or errored check,
+// warn on a warning (or when `vm_size_known` is false for a known VM size),
+// ok otherwise; the value reads "N passed, W warnings, F failures: first
+// failure <name>: <message>".
+Check CheckHealth(const Result<health::HealthReport>& report, const std::string& vm_size,
+                  bool profile_known);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
 Verdict Overall(const std::vector<Check>& checks);
 

@@ -1,0 +1,124 @@
+// NVML, loaded with dlopen at run time (no build dependency on the driver or
+// CUDA): the few calls `gantry health` and `gantry tune` use, declared by
+// Gantry itself. Tests load a fake NVML built from this repository
+// (src/health/fake_nvml/), which implements the same C symbols from a JSON
+// scenario and records every call that changes state.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Nvml> nvml, Nvml::Load());   // "" = libnvidia-ml.so.1
+//   ASSIGN_OR_RETURN(int n, nvml->DeviceCount());
+//   ASSIGN_OR_RETURN(EccCounts ecc, nvml->Ecc(0));
+//
+// Every per-device call takes the NVML index. A call the GPU does not support
+// returns Unimplemented (NVML_ERROR_NOT_SUPPORTED), so checks can skip that
+// part; other NVML errors return Unavailable/Internal with NVML's error string
+// and the call's name ("nvmlDeviceGetRemappedRows(GPU 3): GPU is lost").
+// Thread-safe as NVML is; the object calls nvmlShutdown when destroyed.
+//
+// Fake NVML scenario (JSON; path in $GANTRY_FAKE_NVML_SCENARIO, call log
+// appended as JSON lines to $GANTRY_FAKE_NVML_LOG when set):
+//   {"driver_version": "550.54.15", "init_error": 0 (an nvmlReturn_t to fail nvmlInit with),
+//    "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-...", "pci_bus_id": "00000001:00:00.0",
+//              "driver_version": optional per-GPU override (to test inconsistency),
+//              "persistence": 1, "ecc": {"volatile": {"corrected": 0, "uncorrected": 0},
+//                                       "aggregate": {"corrected": 0, "uncorrected": 0},
+//                                       "sram_uncorrected": 0, "sram_corrected": 0,
+//                                       "dram_uncorrected": 0, "dram_corrected": 0},
+//              "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
+//              "retired_pages_pending": 0,
+//              "clocks_event_reasons": 0, "nvlink": [1,1,...] (state per link; absent = not supported),
+//              "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+//              "temperature_c": 40, "power_mw": 300000, "power_limit_mw": 700000,
+//              "clocks": {"app_graphics": 1755, "app_memory": 2619, "max_graphics": 1980,
+//                         "max_memory": 2619, "default_app_graphics": 1755, "default_app_memory": 2619},
+//              "errors": {"nvmlDeviceGetRemappedRows": 15 (an nvmlReturn_t to return), ...},
+//              "hang": ["nvmlDeviceGetTemperature"] (calls that block forever)}]}
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gantry/core/status.h"
+
+namespace gantry::health {
+
+struct EccCounts {
+  // nvmlDeviceGetTotalEccErrors: volatile (since driver load) and aggregate (lifetime).
+  uint64_t volatile_corrected = 0, volatile_uncorrected = 0;
+  uint64_t aggregate_corrected = 0, aggregate_uncorrected = 0;
+  // nvmlDeviceGetMemoryErrorCounter (aggregate) by location.
+  uint64_t sram_corrected = 0, sram_uncorrected = 0;
+  uint64_t dram_corrected = 0, dram_uncorrected = 0;
+};
+
+struct RemappedRows {
+  unsigned corrected = 0, uncorrected = 0;
+  bool pending = false, failure = false;
+};
+
+struct PcieLink {
+  unsigned gen = 0, max_gen = 0, width = 0, max_width = 0;
+};
+
+struct GpuClocks {  // MHz
+  unsigned app_graphics = 0, app_memory = 0;
+  unsigned max_graphics = 0, max_memory = 0;
+  unsigned default_app_graphics = 0, default_app_memory = 0;
+};
+
+// nvmlDeviceGetCurrentClocksEventReasons bits (reference: health.md §3).
+inline constexpr uint64_t kClockEventIdle = 0x1;
+inline constexpr uint64_t kClockEventAppSetting = 0x2;
+inline constexpr uint64_t kClockEventSwPowerCap = 0x4;
+inline constexpr uint64_t kClockEventHwSlowdown = 0x8;
+inline constexpr uint64_t kClockEventSwThermal = 0x20;
+inline constexpr uint64_t kClockEventHwThermal = 0x40;
+inline constexpr uint64_t kClockEventPowerBrake = 0x80;
+
+class Nvml {
+ public:
+  // `library` "" means $GANTRY_NVML_LIBRARY if set, else "libnvidia-ml.so.1".
+  // Unavailable when the library cannot be opened (no NVIDIA driver: checks
+  // then report GPUs as absent) or nvmlInit fails (the message says why).
+  static Result<std::unique_ptr<Nvml>> Load(const std::string& library = "");
+  ~Nvml();
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+
+  Result<int> DeviceCount();
+  Result<std::string> DriverVersion();  // system-wide
+  Result<std::string> Name(int gpu);
+  Result<std::string> Uuid(int gpu);
+  Result<std::string> PciBusId(int gpu);
+  Result<bool> PersistenceMode(int gpu);
+  Result<EccCounts> Ecc(int gpu);
+  Result<RemappedRows> RemappedRowsOf(int gpu);
+  Result<bool> RetiredPagesPending(int gpu);
+  Result<uint64_t> ClocksEventReasons(int gpu);
+  // One entry per link the GPU reports (true = active); empty when the GPU
+  // has no NVLink (Unimplemented for link 0).
+  Result<std::vector<bool>> NvLinkStates(int gpu);
+  Result<PcieLink> Pcie(int gpu);
+  Result<unsigned> TemperatureC(int gpu);
+  Result<unsigned> PowerUsageMw(int gpu);
+  Result<unsigned> PowerLimitMw(int gpu);
+  Result<GpuClocks> Clocks(int gpu);
+
+  // State changes (root): gantry tune.
+  Status SetPersistenceMode(int gpu, bool enabled);
+  Status SetApplicationsClocks(int gpu, unsigned memory_mhz, unsigned graphics_mhz);
+  Status ResetApplicationsClocks(int gpu);
+  Status SetGpuLockedClocks(int gpu, unsigned min_mhz, unsigned max_mhz);
+  Status ResetGpuLockedClocks(int gpu);
+
+  // The library actually opened (for messages and `--json`).
+  const std::string& library() const;
+
+ private:
+  struct Impl;
+  explicit Nvml(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gantry::health

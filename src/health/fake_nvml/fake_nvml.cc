@@ -1,0 +1,471 @@
+// A fake NVML (libgantry_fake_nvml.so) for tests on machines without GPUs.
+//
+// It exports the C symbols src/health/nvml.cc looks up, driven by a JSON
+// scenario read at nvmlInit from $GANTRY_FAKE_NVML_SCENARIO (format: the
+// comment in include/gantry/health/nvml.h). Beyond that format:
+//   - a missing per-GPU section ("ecc", "remapped_rows", "nvlink", "pcie",
+//     "clocks", "retired_pages_pending", "clocks_event_reasons",
+//     "temperature_c", "power_mw", "power_limit_mw", "persistence", ECC
+//     location keys) makes the matching call return NVML_ERROR_NOT_SUPPORTED,
+//     as a GPU without that feature does;
+//   - top-level "errors" / "hang" apply to calls without a device
+//     (nvmlDeviceGetCount_v2, nvmlSystemGetDriverVersion, nvmlDeviceGetHandleByIndex_v2);
+//   - the per-GPU "driver_version" override is accepted but has no NVML call
+//     to surface it (the driver version is system-wide in NVML).
+// Every state-changing call, and nvmlInit/nvmlShutdown, is appended as one
+// JSON line to $GANTRY_FAKE_NVML_LOG when set, e.g.
+//   {"call":"nvmlDeviceSetApplicationsClocks","gpu":0,"memory_mhz":2619,"graphics_mhz":1980}
+// and changes the in-memory scenario, so a later query sees the new state.
+//
+// Values of the NVML enums are the documented ones (see src/health/nvml.cc).
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using json = nlohmann::json;
+using nvmlReturn_t = int;
+struct nvmlDeviceOpaque;
+using nvmlDevice_t = nvmlDeviceOpaque*;
+
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kUninitialized = 1;
+constexpr nvmlReturn_t kInvalidArgument = 2;
+constexpr nvmlReturn_t kNotSupported = 3;
+constexpr nvmlReturn_t kInsufficientSize = 7;
+constexpr nvmlReturn_t kLibraryNotFound = 12;
+constexpr nvmlReturn_t kUnknown = 999;
+
+constexpr int kClockGraphics = 0;
+constexpr int kClockSm = 1;
+constexpr int kClockMem = 2;
+constexpr int kVolatileEcc = 0;
+constexpr int kMemoryLocationDram = 2;
+constexpr int kMemoryLocationSram = 7;
+
+// Handles are small integers in disguise: index + kHandleBase.
+constexpr uintptr_t kHandleBase = 0x1000;
+
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+
+std::mutex g_mu;
+int g_refcount = 0;
+json g_scenario;
+
+void AppendLog(const json& line) {
+  const char* path = std::getenv("GANTRY_FAKE_NVML_LOG");
+  if (path == nullptr || *path == '\0') return;
+  std::ofstream out(path, std::ios::app);
+  out << line.dump() << "\n";
+}
+
+[[noreturn]] void HangForever() {
+  for (;;) pause();
+}
+
+json* GpuLocked(nvmlDevice_t dev) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(dev);
+  if (v < kHandleBase) return nullptr;
+  size_t index = v - kHandleBase;
+  json& gpus = g_scenario["gpus"];
+  if (!gpus.is_array() || index >= gpus.size()) return nullptr;
+  return &gpus[index];
+}
+
+int IndexOf(nvmlDevice_t dev) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(dev) - kHandleBase);
+}
+
+// The scenario's "errors"/"hang" for `call` in `scope` (a GPU object or the
+// top level): returns the error to answer with, or 0. Hangs (after releasing
+// the lock) when the call is listed under "hang".
+nvmlReturn_t Injected(std::unique_lock<std::mutex>& lock, const json& scope, const char* call) {
+  if (scope.contains("hang") && scope["hang"].is_array()) {
+    for (const json& h : scope["hang"]) {
+      if (h.is_string() && h.get<std::string>() == call) {
+        lock.unlock();
+        HangForever();
+      }
+    }
+  }
+  if (scope.contains("errors") && scope["errors"].is_object() && scope["errors"].contains(call)) {
+    return scope["errors"][call].get<int>();
+  }
+  return kSuccess;
+}
+
+// Common prologue of a per-device call: initialised, valid handle, injected
+// errors. Sets *gpu on success.
+#define FAKE_DEVICE_CALL(dev, name)            \
+  std::unique_lock<std::mutex> lock(g_mu);     \
+  if (g_refcount == 0) return kUninitialized;  \
+  json* gpu = GpuLocked(dev);                  \
+  if (gpu == nullptr) return kInvalidArgument; \
+  if (nvmlReturn_t injected = Injected(lock, *gpu, name); injected != 0) return injected;
+
+nvmlReturn_t CopyString(const std::string& s, char* buf, unsigned length) {
+  if (buf == nullptr) return kInvalidArgument;
+  if (s.size() + 1 > length) return kInsufficientSize;
+  std::memcpy(buf, s.c_str(), s.size() + 1);
+  return kSuccess;
+}
+
+// Reads an unsigned field of `obj` into *out; NOT_SUPPORTED when absent.
+template <typename T>
+nvmlReturn_t Field(const json& obj, const char* key, T* out) {
+  if (out == nullptr) return kInvalidArgument;
+  if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return kNotSupported;
+  if (!obj[key].is_number()) return kUnknown;  // a malformed scenario; never throw into C
+  *out = obj[key].get<T>();
+  return kSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) const char* nvmlErrorString(nvmlReturn_t rc) {
+  switch (rc) {
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 5:
+      return "Already Initialized";
+    case 6:
+      return "Not Found";
+    case 7:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    case 10:
+      return "Timeout";
+    case 12:
+      return "NVML Shared Library Not Found";
+    case 14:
+      return "Corrupted infoROM";
+    case 15:
+      return "GPU is lost";
+    case 16:
+      return "GPU requires restart";
+    case 18:
+      return "RM has detected an NVML/RM version mismatch.";
+    default:
+      return "Unknown Error";
+  }
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_refcount > 0) {
+    ++g_refcount;
+    return kSuccess;
+  }
+  const char* path = std::getenv("GANTRY_FAKE_NVML_SCENARIO");
+  if (path == nullptr || *path == '\0') {
+    std::fprintf(stderr, "fake NVML: GANTRY_FAKE_NVML_SCENARIO is not set\n");
+    return kLibraryNotFound;
+  }
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "fake NVML: cannot read scenario %s\n", path);
+    return kLibraryNotFound;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json scenario = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (scenario.is_discarded() || !scenario.is_object()) {
+    std::fprintf(stderr, "fake NVML: scenario %s is not a JSON object\n", path);
+    return kUnknown;
+  }
+  int init_error = scenario.value("init_error", 0);
+  AppendLog({{"call", "nvmlInit_v2"}});
+  if (init_error != 0) return init_error;
+  g_scenario = std::move(scenario);
+  if (!g_scenario.contains("gpus") || !g_scenario["gpus"].is_array()) {
+    g_scenario["gpus"] = json::array();
+  }
+  g_refcount = 1;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlInit() { return nvmlInit_v2(); }
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  AppendLog({{"call", "nvmlShutdown"}});
+  if (--g_refcount == 0) g_scenario = json();
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlDeviceGetCount_v2"); e != 0) return e;
+  if (count == nullptr) return kInvalidArgument;
+  *count = static_cast<unsigned>(g_scenario["gpus"].size());
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(
+    unsigned index, nvmlDevice_t* dev) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlDeviceGetHandleByIndex_v2"); e != 0) {
+    return e;
+  }
+  if (dev == nullptr || index >= g_scenario["gpus"].size()) return kInvalidArgument;
+  *dev = reinterpret_cast<nvmlDevice_t>(kHandleBase + index);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetDriverVersion(char* buf,
+                                                                               unsigned length) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlSystemGetDriverVersion"); e != 0) return e;
+  return CopyString(g_scenario.value("driver_version", "550.54.15"), buf, length);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char* buf,
+                                                                      unsigned length) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetName");
+  return CopyString(gpu->value("name", "NVIDIA H100 80GB HBM3"), buf, length);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char* buf,
+                                                                      unsigned length) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetUUID");
+  char fallback[64];
+  std::snprintf(fallback, sizeof(fallback), "GPU-fake-%04d", IndexOf(dev));
+  return CopyString(gpu->value("uuid", std::string(fallback)), buf, length);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev,
+                                                                            nvmlPciInfo_t* pci) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPciInfo_v3");
+  if (pci == nullptr) return kInvalidArgument;
+  std::memset(pci, 0, sizeof(*pci));
+  char fallback[32];
+  std::snprintf(fallback, sizeof(fallback), "00000001:%02X:00.0", IndexOf(dev));
+  std::string id = gpu->value("pci_bus_id", std::string(fallback));
+  std::snprintf(pci->busId, sizeof(pci->busId), "%s", id.c_str());
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s", id.c_str());
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev,
+                                                                                 int* mode) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPersistenceMode");
+  return Field(*gpu, "persistence", mode);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTotalEccErrors(
+    nvmlDevice_t dev, int error_type, int counter_type, unsigned long long* count) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetTotalEccErrors");
+  if (!gpu->contains("ecc")) return kNotSupported;
+  const json& ecc = (*gpu)["ecc"];
+  const char* counter = counter_type == kVolatileEcc ? "volatile" : "aggregate";
+  if (!ecc.contains(counter)) return kNotSupported;
+  return Field(ecc[counter], error_type == 0 ? "corrected" : "uncorrected", count);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(
+    nvmlDevice_t dev, int error_type, int /*counter_type*/, int location,
+    unsigned long long* count) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryErrorCounter");
+  if (!gpu->contains("ecc")) return kNotSupported;
+  std::string key;
+  if (location == kMemoryLocationSram) {
+    key = "sram_";
+  } else if (location == kMemoryLocationDram) {
+    key = "dram_";
+  } else {
+    return kNotSupported;
+  }
+  key += error_type == 0 ? "corrected" : "uncorrected";
+  return Field((*gpu)["ecc"], key.c_str(), count);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev,
+                                                                              unsigned* corrected,
+                                                                              unsigned* uncorrected,
+                                                                              unsigned* pending,
+                                                                              unsigned* failure) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetRemappedRows");
+  if (!gpu->contains("remapped_rows")) return kNotSupported;
+  if (!corrected || !uncorrected || !pending || !failure) return kInvalidArgument;
+  const json& r = (*gpu)["remapped_rows"];
+  *corrected = r.value("corrected", 0u);
+  *uncorrected = r.value("uncorrected", 0u);
+  *pending = r.value("pending", 0u);
+  *failure = r.value("failure", 0u);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(
+    nvmlDevice_t dev, int* pending) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetRetiredPagesPendingStatus");
+  return Field(*gpu, "retired_pages_pending", pending);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(
+    nvmlDevice_t dev, unsigned long long* reasons) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetCurrentClocksEventReasons");
+  return Field(*gpu, "clocks_event_reasons", reasons);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev,
+                                                                             unsigned link,
+                                                                             int* active) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetNvLinkState");
+  if (active == nullptr) return kInvalidArgument;
+  if (!gpu->contains("nvlink") || !(*gpu)["nvlink"].is_array()) return kNotSupported;
+  const json& links = (*gpu)["nvlink"];
+  if (link >= links.size()) return kNotSupported;
+  *active = links[link].get<int>();
+  return kSuccess;
+}
+
+#define FAKE_PCIE_GETTER(fn, key)                                                         \
+  __attribute__((visibility("default"))) nvmlReturn_t fn(nvmlDevice_t dev, unsigned* v) { \
+    FAKE_DEVICE_CALL(dev, #fn);                                                           \
+    if (!gpu->contains("pcie")) return kNotSupported;                                     \
+    return Field((*gpu)["pcie"], key, v);                                                 \
+  }
+FAKE_PCIE_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, "gen")
+FAKE_PCIE_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, "max_gen")
+FAKE_PCIE_GETTER(nvmlDeviceGetCurrPcieLinkWidth, "width")
+FAKE_PCIE_GETTER(nvmlDeviceGetMaxPcieLinkWidth, "max_width")
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev,
+                                                                             int /*sensor*/,
+                                                                             unsigned* temp) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetTemperature");
+  return Field(*gpu, "temperature_c", temp);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev,
+                                                                            unsigned* mw) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPowerUsage");
+  return Field(*gpu, "power_mw", mw);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(
+    nvmlDevice_t dev, unsigned* mw) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetEnforcedPowerLimit");
+  return Field(*gpu, "power_limit_mw", mw);
+}
+
+namespace {
+nvmlReturn_t ClockField(const json& gpu, const char* graphics_key, const char* memory_key, int type,
+                        unsigned* mhz) {
+  if (!gpu.contains("clocks")) return kNotSupported;
+  if (type == kClockGraphics || type == kClockSm) return Field(gpu["clocks"], graphics_key, mhz);
+  if (type == kClockMem) return Field(gpu["clocks"], memory_key, mhz);
+  return kNotSupported;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t dev,
+                                                                                   int type,
+                                                                                   unsigned* mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetApplicationsClock");
+  return ClockField(*gpu, "app_graphics", "app_memory", type, mhz);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t dev,
+                                                                              int type,
+                                                                              unsigned* mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMaxClockInfo");
+  return ClockField(*gpu, "max_graphics", "max_memory", type, mhz);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(
+    nvmlDevice_t dev, int type, unsigned* mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetDefaultApplicationsClock");
+  return ClockField(*gpu, "default_app_graphics", "default_app_memory", type, mhz);
+}
+
+// ---- State changes: logged, then applied to the scenario. ----
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t dev,
+                                                                                 int mode) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceSetPersistenceMode");
+  AppendLog({{"call", "nvmlDeviceSetPersistenceMode"}, {"gpu", IndexOf(dev)}, {"enabled", mode}});
+  (*gpu)["persistence"] = mode;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetApplicationsClocks(
+    nvmlDevice_t dev, unsigned memory_mhz, unsigned graphics_mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceSetApplicationsClocks");
+  AppendLog({{"call", "nvmlDeviceSetApplicationsClocks"},
+             {"gpu", IndexOf(dev)},
+             {"memory_mhz", memory_mhz},
+             {"graphics_mhz", graphics_mhz}});
+  if (!gpu->contains("clocks")) return kNotSupported;
+  json& c = (*gpu)["clocks"];
+  // The real driver refuses a pair it does not support; the fake refuses
+  // anything above the maximum.
+  if (memory_mhz > c.value("max_memory", 0u) || graphics_mhz > c.value("max_graphics", 0u)) {
+    return kInvalidArgument;
+  }
+  c["app_memory"] = memory_mhz;
+  c["app_graphics"] = graphics_mhz;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceResetApplicationsClocks(
+    nvmlDevice_t dev) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceResetApplicationsClocks");
+  AppendLog({{"call", "nvmlDeviceResetApplicationsClocks"}, {"gpu", IndexOf(dev)}});
+  if (!gpu->contains("clocks")) return kNotSupported;
+  json& c = (*gpu)["clocks"];
+  c["app_memory"] = c.value("default_app_memory", 0u);
+  c["app_graphics"] = c.value("default_app_graphics", 0u);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t dev,
+                                                                                 unsigned min_mhz,
+                                                                                 unsigned max_mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceSetGpuLockedClocks");
+  AppendLog({{"call", "nvmlDeviceSetGpuLockedClocks"},
+             {"gpu", IndexOf(dev)},
+             {"min_mhz", min_mhz},
+             {"max_mhz", max_mhz}});
+  if (min_mhz > max_mhz) return kInvalidArgument;
+  (*gpu)["locked_clocks"] = {{"min", min_mhz}, {"max", max_mhz}};
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceResetGpuLockedClocks(
+    nvmlDevice_t dev) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceResetGpuLockedClocks");
+  AppendLog({{"call", "nvmlDeviceResetGpuLockedClocks"}, {"gpu", IndexOf(dev)}});
+  gpu->erase("locked_clocks");
+  return kSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,508 @@
+// NVML through dlopen: Gantry declares the few types and functions it uses
+// itself, so the build needs neither the driver nor the CUDA toolkit.
+//
+// Numeric values below were checked against NVIDIA's own Python bindings
+// (pynvml.py, "Copyright (c) 2011-2025, NVIDIA Corporation", vendored at
+// ray-project/ray python/ray/_private/thirdparty/pynvml/pynvml.py), which
+// mirror nvml.h:
+//   nvmlReturn_t:  NVML_SUCCESS 0, NVML_ERROR_INVALID_ARGUMENT 2,
+//                  NVML_ERROR_NOT_SUPPORTED 3, NVML_ERROR_NO_PERMISSION 4,
+//                  NVML_ERROR_FUNCTION_NOT_FOUND 13, NVML_ERROR_GPU_IS_LOST 15
+//   nvmlClockType_t: NVML_CLOCK_GRAPHICS 0, NVML_CLOCK_MEM 2
+//   nvmlMemoryErrorType_t: NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
+//   nvmlEccCounterType_t: NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
+//   nvmlMemoryLocation_t: NVML_MEMORY_LOCATION_DRAM 2 (= DEVICE_MEMORY),
+//                         NVML_MEMORY_LOCATION_SRAM 7
+//   nvmlTemperatureSensors_t: NVML_TEMPERATURE_GPU 0
+//   nvmlEnableState_t: NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
+//   NVML_NVLINK_MAX_LINKS 18
+//   nvmlPciInfo_t (v3): char busIdLegacy[16]; unsigned domain, bus, device,
+//                       pciDeviceId, pciSubSystemId; char busId[32]
+//   buffer sizes: NVML_DEVICE_NAME_V2_BUFFER_SIZE 96, NVML_DEVICE_UUID_V2_BUFFER_SIZE 96,
+//                 NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+// Function signatures follow nvml.h as reproduced by NCCL's and DCGM's NVML
+// wrappers (nvmlDeviceGetRemappedRows(dev, unsigned*, unsigned*, unsigned*,
+// unsigned*), nvmlDeviceGetNvLinkState(dev, unsigned link, nvmlEnableState_t*), ...).
+#include "gantry/health/nvml.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace gantry::health {
+namespace {
+
+using nvmlReturn_t = int;
+struct nvmlDeviceOpaque;
+using nvmlDevice_t = nvmlDeviceOpaque*;
+
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kErrorInvalidArgument = 2;
+constexpr nvmlReturn_t kErrorNotSupported = 3;
+constexpr nvmlReturn_t kErrorNoPermission = 4;
+constexpr nvmlReturn_t kErrorFunctionNotFound = 13;
+
+constexpr int kClockGraphics = 0;
+constexpr int kClockMem = 2;
+constexpr int kMemoryErrorCorrected = 0;
+constexpr int kMemoryErrorUncorrected = 1;
+constexpr int kVolatileEcc = 0;
+constexpr int kAggregateEcc = 1;
+constexpr int kMemoryLocationDram = 2;
+constexpr int kMemoryLocationSram = 7;
+constexpr int kTemperatureGpu = 0;
+constexpr unsigned kNvLinkMaxLinks = 18;
+
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+
+using FnVoid = nvmlReturn_t (*)();
+using FnErrorString = const char* (*)(nvmlReturn_t);
+using FnUintOut = nvmlReturn_t (*)(unsigned*);
+using FnHandle = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);
+using FnStrOut = nvmlReturn_t (*)(char*, unsigned);
+using FnDevStr = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
+using FnDevPci = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using FnDevInt = nvmlReturn_t (*)(nvmlDevice_t, int*);  // nvmlEnableState_t*
+using FnDevUint = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
+using FnDevU64 = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using FnDevArgUint = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*);
+using FnTotalEcc = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
+using FnMemErr = nvmlReturn_t (*)(nvmlDevice_t, int, int, int, unsigned long long*);
+using FnRemapped = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*);
+using FnNvLinkState = nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*);
+using FnDev = nvmlReturn_t (*)(nvmlDevice_t);
+using FnDevSetInt = nvmlReturn_t (*)(nvmlDevice_t, int);
+using FnDevSet2 = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned);
+
+}  // namespace
+
+struct Nvml::Impl {
+  void* handle = nullptr;
+  std::string library;
+
+  FnVoid init = nullptr;
+  FnVoid shutdown = nullptr;
+  FnErrorString error_string = nullptr;
+  FnUintOut device_count = nullptr;
+  FnHandle handle_by_index = nullptr;
+  FnStrOut driver_version = nullptr;
+  FnDevStr name = nullptr;
+  FnDevStr uuid = nullptr;
+  FnDevPci pci_info = nullptr;
+  FnDevInt persistence = nullptr;
+  FnTotalEcc total_ecc = nullptr;
+  FnMemErr memory_error_counter = nullptr;
+  FnRemapped remapped_rows = nullptr;
+  FnDevInt retired_pending = nullptr;
+  FnDevU64 clocks_event_reasons = nullptr;
+  FnNvLinkState nvlink_state = nullptr;
+  FnDevUint pcie_gen = nullptr, pcie_max_gen = nullptr, pcie_width = nullptr,
+            pcie_max_width = nullptr;
+  FnDevArgUint temperature = nullptr;
+  FnDevUint power_usage = nullptr, power_limit = nullptr;
+  FnDevArgUint app_clock = nullptr, max_clock = nullptr, default_app_clock = nullptr;
+  FnDevSetInt set_persistence = nullptr;
+  FnDevSet2 set_app_clocks = nullptr;
+  FnDev reset_app_clocks = nullptr;
+  FnDevSet2 set_locked_clocks = nullptr;
+  FnDev reset_locked_clocks = nullptr;
+
+  template <typename F>
+  void Bind(F* out, const char* symbol, const char* fallback = nullptr) {
+    void* p = dlsym(handle, symbol);
+    if (p == nullptr && fallback != nullptr) p = dlsym(handle, fallback);
+    *out = reinterpret_cast<F>(p);
+  }
+
+  std::string ErrorText(nvmlReturn_t rc) const {
+    const char* s = error_string != nullptr ? error_string(rc) : nullptr;
+    return s != nullptr ? std::string(s) : fmt::format("NVML error {}", rc);
+  }
+
+  // "nvmlDeviceGetRemappedRows(GPU 3): GPU is lost", with a code that lets
+  // checks tell "not supported on this GPU" from real failures.
+  Status Error(std::string_view call, int gpu, nvmlReturn_t rc) const {
+    std::string where = gpu >= 0 ? fmt::format("{}(GPU {})", call, gpu) : std::string(call);
+    std::string msg = fmt::format("{}: {}", where, ErrorText(rc));
+    switch (rc) {
+      case kErrorNotSupported:
+        return Unimplemented(std::move(msg));
+      case kErrorNoPermission:
+        return PermissionDenied(msg + " (run as root)");
+      case kErrorInvalidArgument:
+      case kErrorFunctionNotFound:
+        return Internal(std::move(msg));
+      default:
+        return Unavailable(std::move(msg));
+    }
+  }
+
+  Status Missing(std::string_view call) const {
+    return Unimplemented(fmt::format("{} is not exported by {} (driver too old?)", call, library));
+  }
+
+  Result<nvmlDevice_t> Device(int gpu) const {
+    if (gpu < 0) return InvalidArgument(fmt::format("GPU index {} is negative", gpu));
+    nvmlDevice_t dev = nullptr;
+    nvmlReturn_t rc = handle_by_index(static_cast<unsigned>(gpu), &dev);
+    if (rc != kSuccess) return Error("nvmlDeviceGetHandleByIndex_v2", gpu, rc);
+    return dev;
+  }
+
+  Result<std::string> DevString(FnDevStr fn, std::string_view call, int gpu) const {
+    if (fn == nullptr) return Missing(call);
+    ASSIGN_OR_RETURN(nvmlDevice_t dev, Device(gpu));
+    char buf[128] = {};
+    nvmlReturn_t rc = fn(dev, buf, sizeof(buf));
+    if (rc != kSuccess) return Error(call, gpu, rc);
+    buf[sizeof(buf) - 1] = '\0';
+    return std::string(buf);
+  }
+
+  Result<unsigned> DevUint(FnDevUint fn, std::string_view call, int gpu) const {
+    if (fn == nullptr) return Missing(call);
+    ASSIGN_OR_RETURN(nvmlDevice_t dev, Device(gpu));
+    unsigned v = 0;
+    nvmlReturn_t rc = fn(dev, &v);
+    if (rc != kSuccess) return Error(call, gpu, rc);
+    return v;
+  }
+
+  Result<unsigned> DevClock(FnDevArgUint fn, std::string_view call, int gpu, int type) const {
+    if (fn == nullptr) return Missing(call);
+    ASSIGN_OR_RETURN(nvmlDevice_t dev, Device(gpu));
+    unsigned v = 0;
+    nvmlReturn_t rc = fn(dev, type, &v);
+    if (rc != kSuccess) {
+      return Error(fmt::format("{}({})", call, type == kClockMem ? "memory" : "graphics"), gpu, rc);
+    }
+    return v;
+  }
+
+  Status DevSet(nvmlReturn_t rc, std::string_view call, int gpu) const {
+    return rc == kSuccess ? Status::Ok() : Error(call, gpu, rc);
+  }
+};
+
+Result<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
+  std::string lib = library;
+  if (lib.empty()) {
+    const char* env = std::getenv("GANTRY_NVML_LIBRARY");
+    lib = (env != nullptr && *env != '\0') ? env : "libnvidia-ml.so.1";
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->library = lib;
+  // RTLD_LOCAL: NVML's symbols must not leak into the global namespace, where
+  // they could satisfy another library's references (a CUDA runtime, NCCL).
+  impl->handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (impl->handle == nullptr) {
+    const char* err = dlerror();
+    return Unavailable(fmt::format("cannot load NVML from '{}': {} (no NVIDIA driver installed?)",
+                                   lib, err != nullptr ? err : "unknown error"));
+  }
+  Impl& m = *impl;
+  m.Bind(&m.init, "nvmlInit_v2", "nvmlInit");
+  m.Bind(&m.shutdown, "nvmlShutdown");
+  m.Bind(&m.error_string, "nvmlErrorString");
+  m.Bind(&m.device_count, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
+  m.Bind(&m.handle_by_index, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
+  if (m.init == nullptr || m.shutdown == nullptr || m.device_count == nullptr ||
+      m.handle_by_index == nullptr) {
+    dlclose(m.handle);
+    return Unavailable(fmt::format(
+        "'{}' is not a usable NVML library: nvmlInit_v2, nvmlShutdown, nvmlDeviceGetCount_v2 or "
+        "nvmlDeviceGetHandleByIndex_v2 is missing",
+        lib));
+  }
+  m.Bind(&m.driver_version, "nvmlSystemGetDriverVersion");
+  m.Bind(&m.name, "nvmlDeviceGetName");
+  m.Bind(&m.uuid, "nvmlDeviceGetUUID");
+  m.Bind(&m.pci_info, "nvmlDeviceGetPciInfo_v3");
+  m.Bind(&m.persistence, "nvmlDeviceGetPersistenceMode");
+  m.Bind(&m.total_ecc, "nvmlDeviceGetTotalEccErrors");
+  m.Bind(&m.memory_error_counter, "nvmlDeviceGetMemoryErrorCounter");
+  m.Bind(&m.remapped_rows, "nvmlDeviceGetRemappedRows");
+  m.Bind(&m.retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+  // Renamed in the 535 driver; older libraries only export the Throttle name
+  // (same signature, same bits).
+  m.Bind(&m.clocks_event_reasons, "nvmlDeviceGetCurrentClocksEventReasons",
+         "nvmlDeviceGetCurrentClocksThrottleReasons");
+  m.Bind(&m.nvlink_state, "nvmlDeviceGetNvLinkState");
+  m.Bind(&m.pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+  m.Bind(&m.pcie_max_gen, "nvmlDeviceGetMaxPcieLinkGeneration");
+  m.Bind(&m.pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+  m.Bind(&m.pcie_max_width, "nvmlDeviceGetMaxPcieLinkWidth");
+  m.Bind(&m.temperature, "nvmlDeviceGetTemperature");
+  m.Bind(&m.power_usage, "nvmlDeviceGetPowerUsage");
+  m.Bind(&m.power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+  m.Bind(&m.app_clock, "nvmlDeviceGetApplicationsClock");
+  m.Bind(&m.max_clock, "nvmlDeviceGetMaxClockInfo");
+  m.Bind(&m.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock");
+  m.Bind(&m.set_persistence, "nvmlDeviceSetPersistenceMode");
+  m.Bind(&m.set_app_clocks, "nvmlDeviceSetApplicationsClocks");
+  m.Bind(&m.reset_app_clocks, "nvmlDeviceResetApplicationsClocks");
+  m.Bind(&m.set_locked_clocks, "nvmlDeviceSetGpuLockedClocks");
+  m.Bind(&m.reset_locked_clocks, "nvmlDeviceResetGpuLockedClocks");
+
+  nvmlReturn_t rc = m.init();
+  if (rc != kSuccess) {
+    std::string why = m.ErrorText(rc);
+    dlclose(m.handle);
+    return Unavailable(
+        fmt::format("nvmlInit_v2 failed ({}): {}; is the NVIDIA driver loaded "
+                    "(nvidia-smi)?",
+                    lib, why));
+  }
+  return std::unique_ptr<Nvml>(new Nvml(std::move(impl)));
+}
+
+Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Nvml::~Nvml() {
+  if (impl_ && impl_->handle != nullptr) {
+    impl_->shutdown();
+    dlclose(impl_->handle);
+  }
+}
+
+const std::string& Nvml::library() const { return impl_->library; }
+
+Result<int> Nvml::DeviceCount() {
+  unsigned n = 0;
+  nvmlReturn_t rc = impl_->device_count(&n);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetCount_v2", -1, rc);
+  return static_cast<int>(n);
+}
+
+Result<std::string> Nvml::DriverVersion() {
+  if (impl_->driver_version == nullptr) return impl_->Missing("nvmlSystemGetDriverVersion");
+  char buf[96] = {};
+  nvmlReturn_t rc = impl_->driver_version(buf, sizeof(buf));
+  if (rc != kSuccess) return impl_->Error("nvmlSystemGetDriverVersion", -1, rc);
+  buf[sizeof(buf) - 1] = '\0';
+  return std::string(buf);
+}
+
+Result<std::string> Nvml::Name(int gpu) {
+  return impl_->DevString(impl_->name, "nvmlDeviceGetName", gpu);
+}
+
+Result<std::string> Nvml::Uuid(int gpu) {
+  return impl_->DevString(impl_->uuid, "nvmlDeviceGetUUID", gpu);
+}
+
+Result<std::string> Nvml::PciBusId(int gpu) {
+  if (impl_->pci_info == nullptr) return impl_->Missing("nvmlDeviceGetPciInfo_v3");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  nvmlPciInfo_t info;
+  std::memset(&info, 0, sizeof(info));
+  nvmlReturn_t rc = impl_->pci_info(dev, &info);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetPciInfo_v3", gpu, rc);
+  info.busId[sizeof(info.busId) - 1] = '\0';
+  return std::string(info.busId);
+}
+
+Result<bool> Nvml::PersistenceMode(int gpu) {
+  if (impl_->persistence == nullptr) return impl_->Missing("nvmlDeviceGetPersistenceMode");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  int state = 0;
+  nvmlReturn_t rc = impl_->persistence(dev, &state);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetPersistenceMode", gpu, rc);
+  return state == 1;
+}
+
+Result<EccCounts> Nvml::Ecc(int gpu) {
+  if (impl_->total_ecc == nullptr) return impl_->Missing("nvmlDeviceGetTotalEccErrors");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  EccCounts c;
+  struct Total {
+    int type, counter;
+    uint64_t* out;
+  } totals[] = {{kMemoryErrorCorrected, kVolatileEcc, &c.volatile_corrected},
+                {kMemoryErrorUncorrected, kVolatileEcc, &c.volatile_uncorrected},
+                {kMemoryErrorCorrected, kAggregateEcc, &c.aggregate_corrected},
+                {kMemoryErrorUncorrected, kAggregateEcc, &c.aggregate_uncorrected}};
+  for (const Total& t : totals) {
+    unsigned long long v = 0;
+    nvmlReturn_t rc = impl_->total_ecc(dev, t.type, t.counter, &v);
+    // NOT_SUPPORTED here means ECC is off or absent: the whole call is.
+    if (rc != kSuccess) return impl_->Error("nvmlDeviceGetTotalEccErrors", gpu, rc);
+    *t.out = v;
+  }
+  struct ByLocation {
+    int type, location;
+    uint64_t* out;
+  } locations[] = {{kMemoryErrorCorrected, kMemoryLocationSram, &c.sram_corrected},
+                   {kMemoryErrorUncorrected, kMemoryLocationSram, &c.sram_uncorrected},
+                   {kMemoryErrorCorrected, kMemoryLocationDram, &c.dram_corrected},
+                   {kMemoryErrorUncorrected, kMemoryLocationDram, &c.dram_uncorrected}};
+  bool dram_supported = true;
+  for (const ByLocation& l : locations) {
+    unsigned long long v = 0;
+    nvmlReturn_t rc = impl_->memory_error_counter == nullptr
+                          ? kErrorNotSupported
+                          : impl_->memory_error_counter(dev, l.type, kAggregateEcc, l.location, &v);
+    if (rc == kErrorNotSupported) {
+      if (l.location == kMemoryLocationDram) dram_supported = false;
+      continue;  // SRAM counters stay 0: GPUs without them cannot report SRAM errors
+    }
+    if (rc != kSuccess) return impl_->Error("nvmlDeviceGetMemoryErrorCounter", gpu, rc);
+    *l.out = v;
+  }
+  if (!dram_supported) {
+    // Older GPUs only report totals; counting them all as DRAM errors keeps the
+    // DRAM threshold meaningful (it can only overstate, never hide, errors).
+    c.dram_corrected = c.aggregate_corrected;
+    c.dram_uncorrected = c.aggregate_uncorrected;
+  }
+  return c;
+}
+
+Result<RemappedRows> Nvml::RemappedRowsOf(int gpu) {
+  if (impl_->remapped_rows == nullptr) return impl_->Missing("nvmlDeviceGetRemappedRows");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+  nvmlReturn_t rc = impl_->remapped_rows(dev, &corr, &unc, &pending, &failure);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetRemappedRows", gpu, rc);
+  RemappedRows r;
+  r.corrected = corr;
+  r.uncorrected = unc;
+  r.pending = pending != 0;
+  r.failure = failure != 0;
+  return r;
+}
+
+Result<bool> Nvml::RetiredPagesPending(int gpu) {
+  if (impl_->retired_pending == nullptr) {
+    return impl_->Missing("nvmlDeviceGetRetiredPagesPendingStatus");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  int state = 0;
+  nvmlReturn_t rc = impl_->retired_pending(dev, &state);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetRetiredPagesPendingStatus", gpu, rc);
+  return state == 1;
+}
+
+Result<uint64_t> Nvml::ClocksEventReasons(int gpu) {
+  if (impl_->clocks_event_reasons == nullptr) {
+    return impl_->Missing("nvmlDeviceGetCurrentClocksEventReasons");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned long long v = 0;
+  nvmlReturn_t rc = impl_->clocks_event_reasons(dev, &v);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetCurrentClocksEventReasons", gpu, rc);
+  return static_cast<uint64_t>(v);
+}
+
+Result<std::vector<bool>> Nvml::NvLinkStates(int gpu) {
+  if (impl_->nvlink_state == nullptr) return std::vector<bool>{};
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  std::vector<bool> states;
+  for (unsigned link = 0; link < kNvLinkMaxLinks; ++link) {
+    int active = 0;
+    nvmlReturn_t rc = impl_->nvlink_state(dev, link, &active);
+    // The driver answers NOT_SUPPORTED (or INVALID_ARGUMENT) past the GPU's
+    // last link; at link 0 that means no NVLink at all.
+    if (rc == kErrorNotSupported || rc == kErrorInvalidArgument) break;
+    if (rc != kSuccess) {
+      return impl_->Error(fmt::format("nvmlDeviceGetNvLinkState(link {})", link), gpu, rc);
+    }
+    states.push_back(active == 1);
+  }
+  return states;
+}
+
+Result<PcieLink> Nvml::Pcie(int gpu) {
+  PcieLink p;
+  ASSIGN_OR_RETURN(p.gen,
+                   impl_->DevUint(impl_->pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration", gpu));
+  ASSIGN_OR_RETURN(p.max_gen,
+                   impl_->DevUint(impl_->pcie_max_gen, "nvmlDeviceGetMaxPcieLinkGeneration", gpu));
+  ASSIGN_OR_RETURN(p.width,
+                   impl_->DevUint(impl_->pcie_width, "nvmlDeviceGetCurrPcieLinkWidth", gpu));
+  ASSIGN_OR_RETURN(p.max_width,
+                   impl_->DevUint(impl_->pcie_max_width, "nvmlDeviceGetMaxPcieLinkWidth", gpu));
+  return p;
+}
+
+Result<unsigned> Nvml::TemperatureC(int gpu) {
+  if (impl_->temperature == nullptr) return impl_->Missing("nvmlDeviceGetTemperature");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned v = 0;
+  nvmlReturn_t rc = impl_->temperature(dev, kTemperatureGpu, &v);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetTemperature", gpu, rc);
+  return v;
+}
+
+Result<unsigned> Nvml::PowerUsageMw(int gpu) {
+  return impl_->DevUint(impl_->power_usage, "nvmlDeviceGetPowerUsage", gpu);
+}
+
+Result<unsigned> Nvml::PowerLimitMw(int gpu) {
+  return impl_->DevUint(impl_->power_limit, "nvmlDeviceGetEnforcedPowerLimit", gpu);
+}
+
+Result<GpuClocks> Nvml::Clocks(int gpu) {
+  GpuClocks c;
+  Impl& m = *impl_;
+  ASSIGN_OR_RETURN(c.app_graphics,
+                   m.DevClock(m.app_clock, "nvmlDeviceGetApplicationsClock", gpu, kClockGraphics));
+  ASSIGN_OR_RETURN(c.app_memory,
+                   m.DevClock(m.app_clock, "nvmlDeviceGetApplicationsClock", gpu, kClockMem));
+  ASSIGN_OR_RETURN(c.max_graphics,
+                   m.DevClock(m.max_clock, "nvmlDeviceGetMaxClockInfo", gpu, kClockGraphics));
+  ASSIGN_OR_RETURN(c.max_memory,
+                   m.DevClock(m.max_clock, "nvmlDeviceGetMaxClockInfo", gpu, kClockMem));
+  ASSIGN_OR_RETURN(c.default_app_graphics,
+                   m.DevClock(m.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock", gpu,
+                              kClockGraphics));
+  ASSIGN_OR_RETURN(
+      c.default_app_memory,
+      m.DevClock(m.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock", gpu, kClockMem));
+  return c;
+}
+
+Status Nvml::SetPersistenceMode(int gpu, bool enabled) {
+  if (impl_->set_persistence == nullptr) return impl_->Missing("nvmlDeviceSetPersistenceMode");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  return impl_->DevSet(impl_->set_persistence(dev, enabled ? 1 : 0), "nvmlDeviceSetPersistenceMode",
+                       gpu);
+}
+
+Status Nvml::SetApplicationsClocks(int gpu, unsigned memory_mhz, unsigned graphics_mhz) {
+  if (impl_->set_app_clocks == nullptr) return impl_->Missing("nvmlDeviceSetApplicationsClocks");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  return impl_->DevSet(impl_->set_app_clocks(dev, memory_mhz, graphics_mhz),
+                       "nvmlDeviceSetApplicationsClocks", gpu);
+}
+
+Status Nvml::ResetApplicationsClocks(int gpu) {
+  if (impl_->reset_app_clocks == nullptr) {
+    return impl_->Missing("nvmlDeviceResetApplicationsClocks");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  return impl_->DevSet(impl_->reset_app_clocks(dev), "nvmlDeviceResetApplicationsClocks", gpu);
+}
+
+Status Nvml::SetGpuLockedClocks(int gpu, unsigned min_mhz, unsigned max_mhz) {
+  if (impl_->set_locked_clocks == nullptr) return impl_->Missing("nvmlDeviceSetGpuLockedClocks");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  return impl_->DevSet(impl_->set_locked_clocks(dev, min_mhz, max_mhz),
+                       "nvmlDeviceSetGpuLockedClocks", gpu);
+}
+
+Status Nvml::ResetGpuLockedClocks(int gpu) {
+  if (impl_->reset_locked_clocks == nullptr) {
+    return impl_->Missing("nvmlDeviceResetGpuLockedClocks");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  return impl_->DevSet(impl_->reset_locked_clocks(dev), "nvmlDeviceResetGpuLockedClocks", gpu);
+}
+
+}  // namespace gantry::health
