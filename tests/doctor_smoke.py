@@ -169,7 +169,8 @@ def main():
                          ["--skip-bench", "--out", os.path.join(tmp, "missing", "r.json")],
                          ["--skip-bench", "--workload", os.path.join(tmp, "bad.yaml")],
                          ["--skip-bench", "--workload", os.path.join(tmp, "none.yaml")],
-                         ["--skip-bench", "--catalog", os.path.join(tmp, "bad.yaml")]):
+                         ["--skip-bench", "--catalog", os.path.join(tmp, "bad.yaml")],
+                         ["--skip-bench", "--health-profile", os.path.join(tmp, "none.yaml")]):
                 proc, _ = run(args, env)
                 check(proc.returncode == 2, "%s: exit %d, expected 2" % (args, proc.returncode), proc)
     finally:

@@ -2,9 +2,11 @@
 // flag parsing and printing only; the work is gantry::doctor::RunDoctor.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "gantry/advise/advise.h"
@@ -13,6 +15,7 @@
 #include "gantry/core/imds.h"
 #include "gantry/core/json.h"
 #include "gantry/doctor/doctor.h"
+#include "gantry/health/profile.h"
 
 namespace gantry::cli {
 namespace {
@@ -22,6 +25,8 @@ struct DoctorFlags {
   std::string out;
   bool skip_bench = false;
   bool skip_gemm = false;
+  bool skip_health = false;
+  std::string health_profile;
   int ranks = 0;
   std::string workload;
   std::string catalog;
@@ -32,6 +37,20 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   doctor::DoctorOptions options;
   options.run_bench = !flags.skip_bench;
   options.run_gemm = !flags.skip_gemm;
+  options.run_health = !flags.skip_health;
+  options.health_profile = flags.health_profile;
+  if (!flags.health_profile.empty()) {
+    // A profile that cannot load is a usage error, not a verdict on the node.
+    const std::vector<std::string> names = health::Profile::BuiltinNames();
+    const bool builtin =
+        std::find(names.begin(), names.end(), flags.health_profile) != names.end();
+    Result<health::Profile> p = builtin ? health::Profile::Builtin(flags.health_profile)
+                                        : health::Profile::LoadFile(flags.health_profile);
+    if (!p.ok()) {
+      std::cerr << "gantry doctor: --health-profile: " << p.status().message() << "\n";
+      return kExitUsage;
+    }
+  }
   options.ranks = flags.ranks;
   std::optional<advise::Catalog> catalog;
   if (!flags.catalog.empty()) {
@@ -101,6 +120,11 @@ void RegisterDoctor(CLI::App& app, Action* action) {
       ->check(CLI::Range(2, 1024));
   cmd->add_flag("--skip-gemm", flags->skip_gemm,
                 "Skip the matrix-multiply measurement (its check reads 'skip')");
+  cmd->add_flag("--skip-health", flags->skip_health,
+                "Skip the node health checks (its check reads 'skip'; `gantry health` runs them all)");
+  cmd->add_option("--health-profile", flags->health_profile,
+                  "Health profile: a built-in name or a YAML file (default: the one for the VM "
+                  "size, else generic)");
   cmd->add_option("--workload", flags->workload,
                   "Workload YAML (as for gantry advise): the advice check says whether this node "
                   "suits it");
