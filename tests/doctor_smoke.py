@@ -8,63 +8,25 @@ check and for usage errors. The run time is printed, never asserted.
 
 Usage: doctor_smoke.py <path to gantry>
 """
-import http.server
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import smoke_util  # noqa: E402
+from smoke_util import FakeImds, check, fail  # noqa: E402,F401
 
 GANTRY = sys.argv[1]
-IMDS_PATH = "/metadata/instance?api-version=2021-02-01"
-
-
-class FakeImds(http.server.BaseHTTPRequestHandler):
-    vm_size = "Standard_D8s_v5"
-
-    def do_GET(self):
-        if self.path != IMDS_PATH or self.headers.get("Metadata") != "true":
-            self.send_error(400, "Bad request. Required metadata header not specified")
-            return
-        body = json.dumps({"compute": {"vmSize": FakeImds.vm_size, "location": "westeurope",
-                                       "vmId": "4a3e9c1e-0000-4000-8000-000000000001",
-                                       "priority": "Regular", "zone": "1"},
-                           "network": {"interface": []}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 def run(args, env):
-    start = time.monotonic()
-    proc = subprocess.run([GANTRY, "doctor", *args], env=env, capture_output=True, text=True,
-                          timeout=240)
-    return proc, time.monotonic() - start
-
-
-def fail(message, proc=None):
-    print("FAIL:", message)
-    if proc is not None:
-        print("--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
-    sys.exit(1)
-
-
-def check(cond, message, proc=None):
-    if not cond:
-        fail(message, proc)
+    return smoke_util.run(GANTRY, "doctor", args, env, timeout=240)
 
 
 def main():
-    server = http.server.HTTPServer(("127.0.0.1", 0), FakeImds)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    env = dict(os.environ, GANTRY_IMDS_ENDPOINT="http://127.0.0.1:%d" % server.server_port)
+    server, endpoint = smoke_util.start_fake_imds()
+    env = dict(os.environ, GANTRY_IMDS_ENDPOINT=endpoint)
     try:
         with tempfile.TemporaryDirectory(prefix="gantry-doctor-smoke-") as tmp:
             out = os.path.join(tmp, "report.json")
