@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "../doctor/fake_root.h"
+#include "../core/fake_root.h"
 #include "gantry/config.h"
 
 namespace gantry::bench {
 namespace {
 
-using ::gantry::doctor::testing::FakeRoot;
+using ::gantry::testing::FakeRoot;
 using ::testing::HasSubstr;
 
 GemmOptions Small(GemmType type, int64_t m, int64_t n, int64_t k) {

@@ -529,11 +529,11 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
       std::async(std::launch::async, [&imds] { return imds.Fetch(); });
 
   const std::string& root = options.root_dir;
-  Result<CpuInfo> cpu = DetectCpu(root);
-  Result<MemoryInfo> memory = DetectMemory(root);
-  report.numa_nodes = DetectNumaNodes(root);
-  report.gpus = DetectGpus(root, options.nvidia_smi);
-  Result<ShmInfo> shm = DetectShm(root);
+  Result<CpuInfo> cpu = health::DetectCpu(root);
+  Result<MemoryInfo> memory = health::DetectMemory(root);
+  report.numa_nodes = health::DetectNumaNodes(root);
+  report.gpus = health::DetectGpus(root, options.nvidia_smi);
+  Result<ShmInfo> shm = health::DetectShm(root);
   if (cpu.ok()) report.cpu = *cpu;
   if (memory.ok()) report.memory = *memory;
   if (shm.ok()) report.shm = *shm;

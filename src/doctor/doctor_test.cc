@@ -3,12 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "fake_root.h"
+#include "../core/fake_root.h"
 
 namespace gantry::doctor {
 namespace {
 
-using ::gantry::doctor::testing::FakeRoot;
+using ::gantry::testing::FakeRoot;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -95,8 +95,8 @@ TEST(VerdictTest, NamesAndOverall) {
 }
 
 TEST(CheckMemoryTest, WarnsBelowTenPercentAvailable) {
-  EXPECT_EQ(CheckMemory(MemoryInfo{1000, 100}).verdict, Verdict::kOk);
-  Check low = CheckMemory(MemoryInfo{1000, 99});
+  EXPECT_EQ(CheckMemory(MemoryInfo{1000, 100, std::nullopt}).verdict, Verdict::kOk);
+  Check low = CheckMemory(MemoryInfo{1000, 99, std::nullopt});
   EXPECT_EQ(low.verdict, Verdict::kWarn);
   EXPECT_THAT(low.detail, HasSubstr("10%"));
   Check failed = CheckMemory(Result<MemoryInfo>(NotFound("/proc/meminfo: missing")));

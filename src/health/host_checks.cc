@@ -28,20 +28,15 @@
 //     array (STREAM's convention); GPUs present but no CUDA/NCCL in this
 //     build skips gemm/collective rather than judging a GPU threshold on the CPU.
 //
-// The CPU, memory and mount parsers here are small and self-contained: the
-// doctor (which will include the health verdict) has its own in
-// src/doctor/detect.cc, and gantry_health cannot link gantry_doctor without a
-// dependency cycle.
+// CPU topology and /proc/meminfo come from gantry/health/detect.h (the doctor
+// reads the same facts through it); systemctl runs through RunSubprocess
+// (gantry/health/subprocess.h).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +51,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -75,9 +69,9 @@
 #include "gantry/core/status.h"
 #include "gantry/core/units.h"
 #include "gantry/health/check.h"
+#include "gantry/health/detect.h"
 #include "gantry/health/nvml.h"
-
-extern char** environ;
+#include "gantry/health/subprocess.h"
 
 namespace gantry::health {
 namespace {
@@ -274,128 +268,10 @@ Result<std::optional<Amount>> GetAmount(const Config& c, const std::string& key)
 // ---------------------------------------------------------------------------
 // /proc and /sys readers
 
-struct CpuCounts {
-  int sockets = 0;
-  int cores = 0;    // physical cores over all sockets
-  int threads = 0;  // online logical CPUs
-};
-
-// "0-3,8" -> {0,1,2,3,8}; nullopt when malformed.
-std::optional<std::vector<int>> ParseCpuList(std::string_view text) {
-  std::vector<int> ids;
-  text = Trim(text);
-  if (text.empty()) return ids;
-  while (true) {
-    size_t comma = text.find(',');
-    std::string_view item = text.substr(0, comma);
-    size_t dash = item.find('-');
-    int lo = 0, hi = 0;
-    if (dash == std::string_view::npos) {
-      if (!ParseNumber(item, &lo)) return std::nullopt;
-      hi = lo;
-    } else if (!ParseNumber(item.substr(0, dash), &lo) ||
-               !ParseNumber(item.substr(dash + 1), &hi)) {
-      return std::nullopt;
-    }
-    if (lo < 0 || hi < lo || hi - lo > (1 << 20)) return std::nullopt;
-    for (int i = lo; i <= hi; ++i) ids.push_back(i);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return ids;
-}
-
-// Threads are the online CPUs (sysfs), else the processors /proc/cpuinfo
-// lists. Sockets and cores come from sysfs topology, else the "physical id"
-// and "core id" fields, else one socket with one core per thread.
-Result<CpuCounts> ReadCpuCounts(const std::string& root) {
-  const std::string cpuinfo_path = RootPath(root, "/proc/cpuinfo");
-  ASSIGN_OR_RETURN(std::string text, ReadFile(cpuinfo_path));
-  struct Entry {
-    int package = -1, core = -1;
-  };
-  std::vector<Entry> entries;
-  ForEachLine(text, [&](std::string_view line) {
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return;
-    std::string_view key = Trim(line.substr(0, colon));
-    std::string_view value = Trim(line.substr(colon + 1));
-    if (key == "processor") {
-      entries.emplace_back();
-    } else if (key == "physical id" && !entries.empty()) {
-      ParseNumber(value, &entries.back().package);
-    } else if (key == "core id" && !entries.empty()) {
-      ParseNumber(value, &entries.back().core);
-    }
-  });
-  if (entries.empty()) return DataLoss(cpuinfo_path + ": no 'processor' entries");
-
-  CpuCounts counts;
-  const std::string cpu_dir = RootPath(root, "/sys/devices/system/cpu");
-  std::vector<int> online;
-  if (auto t = ReadTrimmed(cpu_dir + "/online")) {
-    if (auto ids = ParseCpuList(*t)) online = *ids;
-  }
-  counts.threads =
-      online.empty() ? static_cast<int>(entries.size()) : static_cast<int>(online.size());
-
-  std::set<int> packages;
-  std::set<std::pair<int, int>> cores;
-  bool sysfs_ok = !online.empty();
-  for (int cpu : online) {
-    const std::string topo = cpu_dir + "/cpu" + std::to_string(cpu) + "/topology/";
-    int pkg = 0, core = 0;
-    auto p = ReadTrimmed(topo + "physical_package_id");
-    auto k = ReadTrimmed(topo + "core_id");
-    if (!p || !k || !ParseNumber(*p, &pkg) || !ParseNumber(*k, &core)) {
-      sysfs_ok = false;
-      break;
-    }
-    packages.insert(pkg);
-    cores.insert({pkg, core});
-  }
-  if (!sysfs_ok) {
-    packages.clear();
-    cores.clear();
-    const bool complete = std::all_of(entries.begin(), entries.end(),
-                                      [](const Entry& e) { return e.package >= 0 && e.core >= 0; });
-    if (complete) {
-      for (const Entry& e : entries) {
-        packages.insert(e.package);
-        cores.insert({e.package, e.core});
-      }
-    }
-  }
-  counts.sockets = packages.empty() ? 1 : static_cast<int>(packages.size());
-  counts.cores = cores.empty() ? counts.threads : static_cast<int>(cores.size());
-  return counts;
-}
-
-// /proc/meminfo fields in bytes ("MemTotal: 16 kB" -> 16384).
-Result<std::map<std::string, uint64_t>> ReadMeminfo(const std::string& root) {
-  const std::string path = RootPath(root, "/proc/meminfo");
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  std::map<std::string, uint64_t> fields;
-  ForEachLine(text, [&](std::string_view line) {
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return;
-    std::string_view value = Trim(line.substr(colon + 1));
-    std::string_view number = value.substr(0, value.find(' '));
-    uint64_t v = 0;
-    if (!ParseNumber(number, &v)) return;
-    const bool kib = value.find("kB") != std::string_view::npos;
-    fields[std::string(Trim(line.substr(0, colon)))] = kib ? v * 1024 : v;
-  });
-  return fields;
-}
-
 // Free memory for the probes' buffers (the real machine, not root_dir).
 uint64_t MemAvailableBytes() {
-  auto fields = ReadMeminfo("/");
-  if (!fields.ok()) return 0;
-  auto it = fields->find("MemAvailable");
-  if (it == fields->end()) it = fields->find("MemFree");
-  return it == fields->end() ? 0 : it->second;
+  Result<MemoryInfo> memory = DetectMemory("/");
+  return memory.ok() ? memory->available_bytes : 0;
 }
 
 struct Mount {
@@ -502,84 +378,6 @@ std::set<std::string> ReadFstabMountPoints(const std::string& root) {
   return points;
 }
 
-// The executable `name` resolves to through PATH ("" when none).
-std::string FindInPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
-  while (true) {
-    size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    if (!dir.empty()) {
-      std::string candidate = dir + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    if (colon == std::string_view::npos) return "";
-    dirs.remove_prefix(colon + 1);
-  }
-}
-
-struct CommandOutput {
-  int exit_code = 0;  // 128 + signal when killed by one
-  std::string output;
-};
-
-// Runs `program args...` (stdin /dev/null, stdout+stderr captured) for at most
-// `deadline`; a child still running then is killed. posix_spawn rather than
-// fork: checks run on several threads at once.
-Result<CommandOutput> RunCommand(const std::string& program, const std::vector<std::string>& args,
-                                 std::chrono::milliseconds deadline) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe2", errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::vector<std::string> storage = {program};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return IoError("starting " + program, rc);
-  }
-  CommandOutput out;
-  bool timed_out = false;
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  char buf[4096];
-  while (true) {
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n <= 0) continue;  // EINTR or the deadline: the check above decides
-    const ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    if (out.output.size() < (size_t{64} << 10)) out.output.append(buf, static_cast<size_t>(got));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
-    return DeadlineExceeded(
-        fmt::format("'{}' did not finish within {} ms and was killed", program, deadline.count()));
-  }
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // cpu
 
@@ -588,7 +386,7 @@ class CpuCheck : public Check {
   std::optional<int64_t> sockets, cores, threads;
   std::string name() const override { return "cpu"; }
   CheckResult Run(const Context& ctx) const override {
-    Result<CpuCounts> cpu = ReadCpuCounts(ctx.root_dir);
+    Result<CpuInfo> cpu = DetectCpu(ctx.root_dir);
     if (!cpu.ok()) {
       return Make(name(), Outcome::kError,
                   "cannot read the CPU topology: " + cpu.status().message());
@@ -637,14 +435,9 @@ class MemoryCheck : public Check {
   double tolerance = 0.03;
   std::string name() const override { return "memory"; }
   CheckResult Run(const Context& ctx) const override {
-    auto fields = ReadMeminfo(ctx.root_dir);
-    if (!fields.ok()) return Make(name(), Outcome::kError, fields.status().message());
-    auto it = fields->find("MemTotal");
-    if (it == fields->end()) {
-      return Make(name(), Outcome::kError,
-                  RootPath(ctx.root_dir, "/proc/meminfo") + " has no valid MemTotal line");
-    }
-    const uint64_t total = it->second;
+    Result<MemoryInfo> memory = DetectMemory(ctx.root_dir);
+    if (!memory.ok()) return Make(name(), Outcome::kError, memory.status().message());
+    const uint64_t total = memory->total_bytes;
     const double lo = min ? static_cast<double>(*min) * (1 - tolerance) : 0;
     const double hi =
         max ? static_cast<double>(*max) * (1 + tolerance) : std::numeric_limits<double>::infinity();
@@ -706,16 +499,16 @@ class SwapCheck : public Check {
   std::optional<uint64_t> max;  // none: report only
   std::string name() const override { return "swap"; }
   CheckResult Run(const Context& ctx) const override {
-    auto fields = ReadMeminfo(ctx.root_dir);
-    if (!fields.ok()) return Make(name(), Outcome::kError, fields.status().message());
-    auto it = fields->find("SwapTotal");
-    if (it == fields->end()) {
+    Result<MemoryInfo> memory = DetectMemory(ctx.root_dir);
+    if (!memory.ok()) return Make(name(), Outcome::kError, memory.status().message());
+    if (!memory->swap_total_bytes) {
       return Make(name(), Outcome::kError,
                   RootPath(ctx.root_dir, "/proc/meminfo") + " has no valid SwapTotal line");
     }
-    const std::string measured = FormatSize(it->second);
+    const uint64_t swap = *memory->swap_total_bytes;
+    const std::string measured = FormatSize(swap);
     const std::string threshold = max ? "<= " + FormatSize(*max) : "";
-    if (max && it->second > *max) {
+    if (max && swap > *max) {
       return Make(name(), Outcome::kFail,
                   fmt::format("SwapTotal {} is above {}: swapping stalls training steps; run "
                               "'swapoff -a' and remove swap from /etc/fstab (and the waagent "
@@ -1193,8 +986,7 @@ class ServicesCheck : public Check {
     if (services.empty()) return Make(name(), Outcome::kSkip, "no services listed");
     std::string systemctl;
     if (Exists(RootPath(ctx.root_dir, "/run/systemd/system"))) {
-      systemctl = ctx.bin_dir.empty() ? FindInPath("systemctl") : ctx.bin_dir + "/systemctl";
-      if (!systemctl.empty() && ::access(systemctl.c_str(), X_OK) != 0) systemctl.clear();
+      systemctl = FindExecutable(ctx.bin_dir.empty() ? "systemctl" : ctx.bin_dir + "/systemctl");
     }
     // Without systemd, a process of that name counts (comm holds 15 characters).
     std::set<std::string> comms;
@@ -1210,13 +1002,15 @@ class ServicesCheck : public Check {
     int running = 0;
     for (const std::string& s : services) {
       if (!systemctl.empty()) {
-        Result<CommandOutput> out =
-            RunCommand(systemctl, {"is-active", s}, std::chrono::seconds(5));
+        Result<SubprocessResult> out =
+            RunSubprocess({systemctl, "is-active", s}, std::chrono::seconds(5));
         if (!out.ok()) {
           errors.push_back(fmt::format("{}: {}", s, out.status().message()));
           continue;
         }
-        std::string state(Trim(out->output.substr(0, out->output.find('\n'))));
+        // The state is on stdout; stderr says why systemctl itself failed.
+        const std::string& said = out->out.empty() ? out->err : out->out;
+        std::string state(Trim(said.substr(0, said.find('\n'))));
         if (state.empty()) state = fmt::format("exit {}", out->exit_code);
         states.push_back(s + " " + state);
         if (out->exit_code == 0) {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "../doctor/fake_root.h"
+#include "../core/fake_root.h"
 #include "gantry/core/config.h"
 #include "gantry/health/check.h"
 #include "gantry/health/profile.h"
@@ -18,7 +18,7 @@
 namespace gantry::health {
 namespace {
 
-using doctor::testing::FakeRoot;
+using ::gantry::testing::FakeRoot;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "../doctor/fake_root.h"
+#include "../core/fake_root.h"
 #include "gantry/core/config.h"
 #include "gantry/health/check.h"
 #include "gantry/health/profile.h"
@@ -16,7 +16,7 @@
 namespace gantry::health {
 namespace {
 
-using doctor::testing::FakeRoot;
+using ::gantry::testing::FakeRoot;
 using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;

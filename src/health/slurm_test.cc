@@ -280,44 +280,6 @@ TEST(SlurmDrainReason, QuotesNewlinesAndLength) {
   EXPECT_EQ(SlurmDrainReason(Report(Outcome::kFail, {})), "gantry: health check failed");
 }
 
-// ---- RunSubprocess ----
-
-TEST(RunSubprocess, CapturesStdoutStderrAndExitCode) {
-  auto r =
-      RunSubprocess({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, std::chrono::seconds(10));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->exit_code, 3);
-  EXPECT_EQ(r->out, "out\n");
-  EXPECT_EQ(r->err, "err\n");
-}
-
-TEST(RunSubprocess, ArgumentsAreArgvNotShell) {
-  auto r = RunSubprocess({"printf", "%s|", "a b", "$HOME", "\"q\""}, std::chrono::seconds(10));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->out, "a b|$HOME|\"q\"|");
-}
-
-TEST(RunSubprocess, MissingProgramIsUnavailable) {
-  auto r = RunSubprocess({"/nonexistent/scontrol", "show"}, std::chrono::seconds(10));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("/nonexistent/scontrol"), std::string::npos);
-}
-
-TEST(RunSubprocess, HungChildIsKilledAtTheDeadline) {
-  auto r = RunSubprocess({"/bin/sh", "-c", "sleep 30"}, std::chrono::milliseconds(200));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("did not finish"), std::string::npos);
-}
-
-TEST(RunSubprocess, ChildThatClosesItsOutputAndHangsIsKilledToo) {
-  auto r = RunSubprocess({"/bin/sh", "-c", "exec >/dev/null 2>&1; sleep 30"},
-                         std::chrono::milliseconds(200));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-}
-
 // ---- ApplySlurmVerdict against a fake scontrol ----
 
 // A temp dir with a fake `scontrol` that appends its argv (one argument per

@@ -32,10 +32,16 @@
 #include "gantry/core/imds.h"
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
-#include "gantry/doctor/detect.h"
 #include "gantry/health/check.h"
+#include "gantry/health/detect.h"
 
 namespace gantry::doctor {
+
+// The machine facts come from the host detection the health checks use.
+using health::CpuInfo;
+using health::GpuInfo;
+using health::MemoryInfo;
+using health::ShmInfo;
 
 // In order of severity for the overall verdict: skip < ok < warn < fail.
 enum class Verdict { kOk, kWarn, kFail, kSkip };

@@ -13,15 +13,14 @@
 //   ASSIGN_OR_RETURN(SlurmOutcome o, ApplySlurmVerdict(report, SlurmOptions{}));
 //   std::cerr << o.message << "\n";
 //
-// scontrol runs by fork/exec (no shell; arguments are argv), stdin from
-// /dev/null, stdout and stderr captured, killed after 10 s. It talks to the
-// cluster named by the usual environment ($SLURM_CONF).
+// scontrol runs through RunSubprocess (gantry/health/subprocess.h): no shell
+// (arguments are argv), stdin from /dev/null, stdout and stderr captured,
+// killed after 10 s. It talks to the cluster named by the usual environment
+// ($SLURM_CONF).
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "gantry/core/status.h"
 #include "gantry/health/check.h"
@@ -104,16 +103,5 @@ bool SlurmStateIsDrained(std::string_view state);
 // whole is cut to at most `max_len` bytes (on a UTF-8 boundary, ending in
 // "...").
 std::string SlurmDrainReason(const HealthReport& report, size_t max_len = 160);
-
-struct SubprocessResult {
-  int exit_code = 0;  // 128 + signal for a child killed by a signal
-  std::string out;    // stdout, at most 1 MiB
-  std::string err;    // stderr, at most 64 KiB
-};
-// Runs argv[0] (searched in $PATH when it has no '/') with argv, stdin from
-// /dev/null, capturing stdout and stderr; a child still running after
-// `timeout` is killed. Unavailable when it cannot be started or timed out.
-Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
-                                       std::chrono::milliseconds timeout);
 
 }  // namespace gantry::health

@@ -1,27 +1,19 @@
-#include "gantry/doctor/detect.h"
+#include "gantry/health/detect.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <utility>
 
 #include "gantry/core/json.h"
+#include "gantry/health/subprocess.h"
 
-extern char** environ;
-
-namespace gantry::doctor {
+namespace gantry::health {
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,89 +65,6 @@ struct CpuinfoEntry {
   int package = -1;
   int core = -1;
 };
-
-// The executable `name` resolves to: itself when it contains '/', else the
-// first match in PATH. "" when there is none.
-std::string FindExecutable(const std::string& name) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
-  while (true) {
-    size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    if (!dir.empty()) {
-      std::string candidate = dir + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    if (colon == std::string_view::npos) return "";
-    dirs.remove_prefix(colon + 1);
-  }
-}
-
-struct CommandOutput {
-  int exit_code = 0;   // 128 + signal for a killed child
-  std::string output;  // stdout and stderr together, at most 64 KiB
-};
-
-// Runs `program args...` with stdin from /dev/null and waits at most
-// `deadline`; a child still running then is killed. posix_spawn rather than
-// fork: the doctor runs it while another thread queries IMDS.
-Result<CommandOutput> RunCommand(const std::string& program, const std::vector<std::string>& args,
-                                 std::chrono::milliseconds deadline) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe2", errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::vector<std::string> argv_storage = {program};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  argv.reserve(argv_storage.size() + 1);
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return IoError("starting " + program, rc);
-  }
-
-  CommandOutput out;
-  bool timed_out = false;
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  char buf[4096];
-  while (true) {
-    auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;  // the deadline check above ends the loop
-    ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    if (out.output.size() < (size_t{64} << 10)) out.output.append(buf, static_cast<size_t>(got));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
-    return DeadlineExceeded("'" + program + "' did not finish within " +
-                            std::to_string(deadline.count()) + " ms and was killed");
-  }
-  out.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  return out;
-}
 
 // "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" -> "NVIDIA H100 80GB HBM3".
 std::vector<std::string> ParseNvidiaSmiList(std::string_view text) {
@@ -274,8 +183,8 @@ Result<CpuInfo> DetectCpu(const std::string& root) {
 Result<MemoryInfo> DetectMemory(const std::string& root) {
   const std::string path = Path(root, "/proc/meminfo");
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  uint64_t total = 0, available = 0, free = 0;
-  bool have_total = false, have_available = false, have_free = false;
+  uint64_t total = 0, available = 0, free = 0, swap = 0;
+  bool have_total = false, have_available = false, have_free = false, have_swap = false;
   ForEachLine(text, [&](std::string_view line) {
     auto [key, value] = KeyValue(line);
     std::string_view number = value.substr(0, value.find(' '));
@@ -290,12 +199,16 @@ Result<MemoryInfo> DetectMemory(const std::string& root) {
     } else if (key == "MemFree") {
       free = kib;
       have_free = true;
+    } else if (key == "SwapTotal") {
+      swap = kib;
+      have_swap = true;
     }
   });
   if (!have_total) return DataLoss(path + ": no valid 'MemTotal' line");
   MemoryInfo info;
   info.total_bytes = total * 1024;
   info.available_bytes = (have_available ? available : have_free ? free : 0) * 1024;
+  if (have_swap) info.swap_total_bytes = swap * 1024;
   return info;
 }
 
@@ -346,17 +259,18 @@ GpuInfo DetectGpus(const std::string& root, const std::string& nvidia_smi,
   if (nvidia_smi.empty()) return info;
   std::string program = FindExecutable(nvidia_smi);
   if (program.empty()) return info;
-  auto run = RunCommand(program, {"-L"}, deadline);
+  auto run = RunSubprocess({program, "-L"}, deadline);
   if (!run.ok()) {
     info.error = run.status().message();
     return info;
   }
   if (run->exit_code != 0) {
+    // nvidia-smi explains a failure on stdout; stderr is the fallback.
     info.error = "'" + program + " -L' exited with status " + std::to_string(run->exit_code) +
-                 ": " + FirstLine(run->output);
+                 ": " + FirstLine(run->out + run->err);
     return info;
   }
-  info.models = ParseNvidiaSmiList(run->output);
+  info.models = ParseNvidiaSmiList(run->out);
   info.count = static_cast<int>(info.models.size());
   info.source = "nvidia-smi -L";
   return info;
@@ -378,4 +292,4 @@ Result<ShmInfo> DetectShm(const std::string& root) {
   return info;
 }
 
-}  // namespace gantry::doctor
+}  // namespace gantry::health

@@ -1,4 +1,5 @@
-// Machine facts for `gantry doctor`, read from /proc, /sys and /dev/shm.
+// Machine facts read from /proc, /sys and /dev/shm: the host checks of
+// `gantry health` and `gantry doctor` both use them.
 //
 // Every function takes `root`, the directory that stands for "/" ("/" on a real
 // machine, a temporary tree in tests), and reads only below it. None of them
@@ -7,13 +8,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gantry/core/status.h"
 
-namespace gantry::doctor {
+namespace gantry::health {
 
 struct CpuInfo {
   std::string model;  // "model name" of /proc/cpuinfo ("Model" on Arm), "unknown" if absent
@@ -24,7 +26,8 @@ struct CpuInfo {
 
 struct MemoryInfo {
   uint64_t total_bytes = 0;
-  uint64_t available_bytes = 0;  // MemAvailable (MemFree on kernels without it)
+  uint64_t available_bytes = 0;              // MemAvailable (MemFree on kernels without it)
+  std::optional<uint64_t> swap_total_bytes;  // SwapTotal; nullopt without a valid line
 };
 
 struct GpuInfo {
@@ -52,8 +55,8 @@ Result<std::vector<int>> ParseIdList(std::string_view text);
 // processor.
 Result<CpuInfo> DetectCpu(const std::string& root);
 
-// /proc/meminfo. Errors: NotFound when missing; DataLoss naming the file when
-// MemTotal is missing or malformed.
+// /proc/meminfo (values in kB). Errors: NotFound when missing; DataLoss naming
+// the file when MemTotal is missing or malformed.
 Result<MemoryInfo> DetectMemory(const std::string& root);
 
 // /sys/devices/system/node/online, else the nodeN directories; 1 when the
@@ -70,4 +73,4 @@ GpuInfo DetectGpus(const std::string& root, const std::string& nvidia_smi,
 // statvfs of <root>/dev/shm. Errors: NotFound when it does not exist.
 Result<ShmInfo> DetectShm(const std::string& root);
 
-}  // namespace gantry::doctor
+}  // namespace gantry::health

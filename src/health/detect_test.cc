@@ -1,14 +1,14 @@
-#include "gantry/doctor/detect.h"
+#include "gantry/health/detect.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "fake_root.h"
+#include "../core/fake_root.h"
 
-namespace gantry::doctor {
+namespace gantry::health {
 namespace {
 
-using ::gantry::doctor::testing::FakeRoot;
+using ::gantry::testing::FakeRoot;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -128,6 +128,19 @@ TEST(DetectMemoryTest, ReadsTotalAndAvailable) {
   ASSERT_TRUE(mem.ok()) << mem.status().ToString();
   EXPECT_EQ(mem->total_bytes, 24684092ull * 1024);
   EXPECT_EQ(mem->available_bytes, 24332088ull * 1024);
+  EXPECT_FALSE(mem->swap_total_bytes.has_value());
+}
+
+TEST(DetectMemoryTest, ReadsSwapTotal) {
+  FakeRoot root;
+  root.Write("/proc/meminfo", "MemTotal: 1000 kB\nSwapTotal:  2048 kB\nSwapFree: 0 kB\n");
+  auto mem = DetectMemory(root.path());
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  EXPECT_EQ(mem->swap_total_bytes, std::optional<uint64_t>(2048u * 1024));
+  root.Write("/proc/meminfo", "MemTotal: 1000 kB\nSwapTotal: none kB\n");
+  mem = DetectMemory(root.path());
+  ASSERT_TRUE(mem.ok());
+  EXPECT_FALSE(mem->swap_total_bytes.has_value());
 }
 
 TEST(DetectMemoryTest, OldKernelsUseMemFree) {
@@ -233,4 +246,4 @@ TEST(DetectShmTest, SizeAndFreeSpace) {
 }
 
 }  // namespace
-}  // namespace gantry::doctor
+}  // namespace gantry::health

@@ -1,5 +1,8 @@
-// Test-only: a temporary directory that stands for "/" in doctor tests. Tests
-// write the /proc and /sys files they need; the destructor removes everything.
+// Test-only: a temporary directory that stands for "/" in tests of code that
+// reads /proc, /sys, /dev and /etc below a root directory (host detection, the
+// health checks, the doctor, the GEMM peak table). Tests write the files they
+// need; the destructor removes everything. Standard library only, so tests of
+// any module can include it.
 #pragma once
 
 #include <sys/stat.h>
@@ -11,12 +14,12 @@
 #include <stdexcept>
 #include <string>
 
-namespace gantry::doctor::testing {
+namespace gantry::testing {
 
 class FakeRoot {
  public:
   FakeRoot() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gantry-doctor-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gantry-root-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = tmpl;
   }
@@ -44,4 +47,4 @@ class FakeRoot {
   std::string path_;
 };
 
-}  // namespace gantry::doctor::testing
+}  // namespace gantry::testing

@@ -1,0 +1,44 @@
+// Running a helper program (scontrol, systemctl, nvidia-smi) with a deadline,
+// for the health checks, `gantry health --slurm` and host detection.
+//
+//   ASSIGN_OR_RETURN(SubprocessResult r,
+//                    RunSubprocess({"systemctl", "is-active", "sshd"}, std::chrono::seconds(5)));
+//
+// The child is started with posix_spawn (no shell: arguments are argv; safe
+// while other threads run), stdin from /dev/null, stdout and stderr captured
+// separately, in a process group of its own so that a timeout kills whatever
+// it started too.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gantry/core/status.h"
+
+namespace gantry::health {
+
+struct SubprocessResult {
+  int exit_code = 0;  // 128 + signal for a child killed by a signal
+  std::string out;    // stdout, at most 1 MiB
+  std::string err;    // stderr, at most 64 KiB
+};
+
+// Runs argv[0] (searched in $PATH when it has no '/') with argv, stdin from
+// /dev/null, capturing stdout and stderr; a child still running after
+// `timeout` is killed. Errors: InvalidArgument for an empty argv; Unavailable
+// naming the program when it cannot be started, or naming the command line
+// ("did not finish within N ms and was killed") when it timed out.
+Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
+                                       std::chrono::milliseconds timeout);
+
+// The executable `name` resolves to: `name` itself when it contains '/' and is
+// executable, else the first executable <dir>/<name> for the directories of
+// $PATH ("/usr/bin:/bin" when unset). "" when there is none; never fails.
+std::string FindExecutable(const std::string& name);
+
+// argv as one line for messages: arguments joined by spaces, an argument that
+// contains a space in double quotes.
+std::string JoinArgv(const std::vector<std::string>& argv);
+
+}  // namespace gantry::health
