@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway fuzz format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift fuzz format clean
 
 all: build
 
@@ -44,6 +44,9 @@ bench: build
 
 bench-gateway: build
 	BUILD_DIR=$(BUILD) bash bench/gateway.sh
+
+bench-drift: build
+	BUILD_DIR=$(BUILD) bash bench/drift.sh
 
 # libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

@@ -266,6 +266,10 @@ class Manager {
 };
 
 }  // namespace
+
+// gantry.drift's functions, in _gantry_drift.cc (the submodule _gantry._drift).
+void RegisterDrift(py::module_& parent);
+
 }  // namespace gantry::python
 
 PYBIND11_MODULE(_gantry, m) {
@@ -314,4 +318,6 @@ PYBIND11_MODULE(_gantry, m) {
       .def("step_dir", &Manager::StepDir, py::arg("step"))
       .def("close", &Manager::Close)
       .def_property_readonly("closed", &Manager::closed);
+
+  gantry::python::RegisterDrift(m);
 }

@@ -27,6 +27,8 @@ PACKAGES=(
   redis-server nginx-light haproxy wrk prometheus python3-cryptography
   # health --slurm test (tests/health_slurm): a real single-node Slurm with its own munged
   slurmctld slurmd slurm-client munge
+  # drift: scipy/pandas known answers in python/tests/test_drift.py and bench/drift.sh, chromium for the report screenshot
+  python3-scipy python3-pandas chromium
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -55,6 +55,9 @@ void RegisterHealth(CLI::App& app, Action* action);
 // tune_cmd.cc: `gantry tune [--apply|--reset] [--lock] [--dry-run]`.
 void RegisterTune(CLI::App& app, Action* action);
 
+// drift_cmd.cc: `gantry drift profile|compare|validate`.
+void RegisterDrift(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".

@@ -70,6 +70,7 @@ int Main(int argc, char** argv) {
   RegisterAdvise(app, &action);
   RegisterHealth(app, &action);
   RegisterTune(app, &action);
+  RegisterDrift(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

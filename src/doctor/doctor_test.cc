@@ -465,11 +465,18 @@ TEST(DoctorReportTest, JsonShape) {
 TEST(CheckHealthTest, SummarisesAHealthReport) {
   health::HealthReport r;
   r.profile = "nd96isr_h100_v5";
-  r.results = {{"cpu", health::Outcome::kPass, "ok"},
-               {"swap", health::Outcome::kSkip, "skipped (--skip)"},
-               {"memory", health::Outcome::kWarn, "low"},
-               {"gpu_count", health::Outcome::kFail, "7 GPUs, expected 8"},
-               {"nvme", health::Outcome::kError, "timed out"}};
+  auto result = [](std::string name, health::Outcome o, std::string message) {
+    health::CheckResult c;
+    c.name = std::move(name);
+    c.outcome = o;
+    c.message = std::move(message);
+    return c;
+  };
+  r.results = {result("cpu", health::Outcome::kPass, "ok"),
+               result("swap", health::Outcome::kSkip, "skipped (--skip)"),
+               result("memory", health::Outcome::kWarn, "low"),
+               result("gpu_count", health::Outcome::kFail, "7 GPUs, expected 8"),
+               result("nvme", health::Outcome::kError, "timed out")};
   Check c = CheckHealth(r, "Standard_ND96isr_H100_v5", true);
   EXPECT_EQ(c.name, "health");
   EXPECT_EQ(c.verdict, Verdict::kFail);
