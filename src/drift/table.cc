@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -303,9 +304,11 @@ Result<std::vector<Record>> ScanRecords(std::string_view text, std::string_view 
   return records;
 }
 
-// Splits one record into fields; `scratch` holds unescaped quoted fields.
+// Splits one record into fields; `scratch` holds unescaped quoted fields. A
+// deque, because `fields` points into its strings while more are added: a
+// vector would move them (and short strings keep their bytes inline).
 Status SplitFields(std::string_view rec, uint64_t line, std::string_view origin,
-                   std::vector<std::string_view>* fields, std::vector<std::string>* scratch) {
+                   std::vector<std::string_view>* fields, std::deque<std::string>* scratch) {
   fields->clear();
   size_t used = 0;
   size_t i = 0;
@@ -365,7 +368,7 @@ Result<Table> ReadCsv(std::string_view text, const Schema& schema, std::string_v
         "{}: empty file: no header row; a CSV needs a header naming the columns", origin));
   }
   std::vector<std::string_view> fields;
-  std::vector<std::string> scratch;
+  std::deque<std::string> scratch;
   RETURN_IF_ERROR(SplitFields(text.substr(records[0].begin, records[0].end - records[0].begin), 1,
                               origin, &fields, &scratch));
   std::vector<std::string> header;
@@ -386,7 +389,7 @@ Result<Table> ReadCsv(std::string_view text, const Schema& schema, std::string_v
         out[c].codes.reserve(hi - lo);
     }
     std::vector<std::string_view> f;
-    std::vector<std::string> sc;
+    std::deque<std::string> sc;
     for (size_t r = lo; r < hi; ++r) {
       const Record& rec = records[r];
       Status s =

@@ -56,6 +56,20 @@ TEST(CsvTest, QuotesEmbeddedCommasNewlinesCrlfBom) {
   EXPECT_EQ(c.nulls, 2u);
 }
 
+// Found by fuzz_drift_readers: many quoted fields in one record used to leave
+// earlier fields pointing into moved strings.
+TEST(CsvTest, ManyQuotedFieldsInOneRecord) {
+  Schema s = MakeSchema(
+      "columns:\n  a: categorical\n  b: categorical\n  c: categorical\n  d: categorical\n"
+      "  e: categorical\n");
+  auto t = ReadTableString("\"a\",\"b\",\"c\",\"d\",\"e\"\n\"v1\",\"v2\",\"v3\",\"v4\",\"v5\"\n",
+                           "csv", s, "q.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Cat(t->columns[i], 0), "v" + std::to_string(i + 1));
+  }
+}
+
 TEST(CsvTest, RaggedRowNamesTheLineCountingEmbeddedNewlines) {
   Schema s = MakeSchema(kXY);
   auto t = ReadTableString("x,c\n1,\"a\nb\"\n2,b,extra\n", "csv", s, "r.csv");
