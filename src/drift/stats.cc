@@ -436,6 +436,29 @@ uint64_t Histogram::total() const {
   return t;
 }
 
+Histogram BinSorted(std::span<const double> v, std::span<const double> edges) {
+  if (edges.size() < 2) return Bin(v, edges);
+  Histogram h;
+  const size_t nb = edges.size() - 1;
+  h.counts.assign(nb, 0);
+  // numpy.histogram: [e_i, e_{i+1}) for every bin but the last, which is closed.
+  auto lower = [&](double e) {
+    return static_cast<uint64_t>(std::lower_bound(v.begin(), v.end(), e) - v.begin());
+  };
+  uint64_t start = lower(edges[0]);
+  h.below = start;
+  for (size_t i = 0; i + 1 < nb; ++i) {
+    const uint64_t end = lower(edges[i + 1]);
+    h.counts[i] = end - start;
+    start = end;
+  }
+  const uint64_t last_end =
+      static_cast<uint64_t>(std::upper_bound(v.begin(), v.end(), edges.back()) - v.begin());
+  h.counts[nb - 1] = last_end - start;
+  h.above = v.size() - last_end;
+  return h;
+}
+
 Histogram Bin(std::span<const double> values, std::span<const double> edges) {
   Histogram h;
   if (edges.size() < 2) {
@@ -447,7 +470,9 @@ Histogram Bin(std::span<const double> values, std::span<const double> edges) {
   const double first = edges.front(), last = edges.back();
   // Uniform edges (linspace) get numpy's direct index plus a one-step fix-up
   // against the actual edges; anything else a binary search.
-  bool uniform = true;
+  // Zero-width edges (all equal) are not uniform: the direct index would
+  // divide by zero; the binary search handles them as numpy does.
+  bool uniform = last > first;
   const double step = (last - first) / double(nb);
   for (size_t i = 0; i <= nb && uniform; ++i) {
     double expect = first + double(i) * step;

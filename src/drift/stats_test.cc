@@ -422,6 +422,24 @@ TEST(Binning, SturgesAndDoaneMatchNumpy) {
   for (size_t i = 0; i < d->size(); ++i) EXPECT_TRUE(Near((*d)[i], doane[i], 1e-15)) << i;
 }
 
+TEST(Binning, SortedCountsEqualThePass) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0, 1);
+  for (int n : {0, 1, 5, 1000}) {
+    std::vector<double> v(n);
+    for (double& x : v) x = std::round(normal(rng) * 4) / 4;  // ties on the edges
+    std::sort(v.begin(), v.end());
+    for (std::vector<double> edges :
+         {std::vector<double>{-1, -0.5, 0, 0.5, 1}, std::vector<double>{-10, 0.25, 10},
+          std::vector<double>{0.0, 0.0}, std::vector<double>{3}}) {
+      Histogram a = Bin(v, edges), b = BinSorted(v, edges);
+      EXPECT_EQ(a.counts, b.counts) << n;
+      EXPECT_EQ(a.below, b.below) << n;
+      EXPECT_EQ(a.above, b.above) << n;
+    }
+  }
+}
+
 TEST(Binning, EdgeCasesAndCounting) {
   // Constant column: numpy widens to [v - 0.5, v + 0.5], one bin.
   std::vector<double> c(10, 2.0);
