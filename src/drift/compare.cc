@@ -160,12 +160,13 @@ Status CompareNumerical(const Profile::ColumnProfile& ref, const Column& cur, ui
   TestResult r;
   switch (out->test) {
     case StatTest::kKs: {
-      // Both sides are sorted already: no copy, no second sort.
-      ASSIGN_OR_RETURN(r, KsTwoSampleSorted(rn.sorted, cv));
+      // Both sides are sorted and NaN-free already: the kernel, no checks.
+      ASSIGN_OR_RETURN(r, internal::KsOfSorted(rn.sorted, cv));
       break;
     }
     case StatTest::kWasserstein: {
-      ASSIGN_OR_RETURN(r.statistic, WassersteinNormedSorted(rn.sorted, cv));
+      // The profile holds np.std of the reference (ddof 0); Evidently's floor.
+      r.statistic = internal::WassersteinOfSorted(rn.sorted, cv) / std::max(rn.std, 0.001);
       break;
     }
     case StatTest::kAndersonDarling: {

@@ -93,13 +93,9 @@ Profile::ColumnProfile BuildColumn(const Column& col, uint64_t rows, const Profi
     if (!v.empty()) {
       n.min = v.front();
       n.max = v.back();
-      // Two-pass mean/variance: stable for large, offset data.
-      double sum = 0;
-      for (double x : v) sum += x;
-      n.mean = sum / v.size();
-      double ss = 0;
-      for (double x : v) ss += (x - n.mean) * (x - n.mean);
-      n.std = std::sqrt(ss / v.size());  // ddof = 0, as Evidently's normed Wasserstein
+      // np.mean/np.std (ddof = 0) in numpy's order, so the normed Wasserstein
+      // of a comparison equals scipy's / Evidently's bit for bit.
+      internal::MeanStdOf(v, &n.mean, &n.std);
       cp.n_unique = 1;
       for (size_t i = 1; i < v.size(); ++i) cp.n_unique += v[i] != v[i - 1];
     }

@@ -961,4 +961,11 @@ Result<RegressionQuality> Regression(std::span<const double> labels,
   return q;
 }
 
+namespace internal {
+void MeanStdOf(std::span<const double> v, double* mean, double* sd) { MeanStd(v, mean, sd); }
+double WassersteinOfSorted(std::span<const double> u, std::span<const double> v) {
+  return WassersteinSorted(u, v);
+}
+}  // namespace internal
+
 }  // namespace gantry::drift

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "gantry/drift/stats.h"
+
 namespace gantry::drift::internal {
 
 // numpy's pairwise summation (numpy/core/src/umath/loops_utils.h.src,
@@ -86,6 +88,14 @@ size_t DropNaN(std::vector<double>& v);
 void SortDoubles(std::vector<double>& v);
 // Sorts both, in parallel when they are large.
 void SortTwo(std::vector<double>& a, std::vector<double>& b);
+
+// The engine's kernels on sorted, NaN-free input without the public
+// functions' argument checks, for callers that hold sorted data already
+// (compare.cc): np.mean/np.std (ddof 0) in numpy's order, the Wasserstein
+// merge, and the KS statistic and p-value.
+void MeanStdOf(std::span<const double> v, double* mean, double* sd);
+double WassersteinOfSorted(std::span<const double> u, std::span<const double> v);
+Result<TestResult> KsOfSorted(std::span<const double> a, std::span<const double> b);
 
 // Kolmogorov distribution of the one-sample two-sided D_n (scipy.stats.kstwo.sf).
 double KolmogorovSf(double x, double n);

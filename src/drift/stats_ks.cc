@@ -721,4 +721,10 @@ Result<TestResult> KsTwoSampleSortedReference(std::span<const double> reference_
   return KsSorted(reference_sorted, current, KsMethod::kAuto);
 }
 
+namespace internal {
+Result<TestResult> KsOfSorted(std::span<const double> a, std::span<const double> b) {
+  return KsSorted(a, b, KsMethod::kAuto);
+}
+}  // namespace internal
+
 }  // namespace gantry::drift
