@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -25,7 +26,7 @@ struct DriftFlags {
   CommonFlags common;
   std::string schema, data, out, format;
   // compare
-  std::string reference, current, html;
+  std::string reference, current, html, prom;
   int threads = 0;
   uint64_t max_exact_rows = 5'000'000;
   // validate
@@ -136,6 +137,12 @@ int RunCompare(const DriftFlags& f) {
     Status s = WriteFileAtomic(f.html, report->RenderHtml());
     if (!s.ok()) return Fail("compare", s);
   }
+  if (!f.prom.empty()) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Status s = WriteFileAtomic(f.prom, report->RenderPrometheus(now));
+    if (!s.ok()) return Fail("compare", s);
+  }
   if (f.common.json) {
     std::cout << report->ToJson().dump(2) << "\n";
   } else {
@@ -231,6 +238,9 @@ void RegisterDrift(CLI::App& app, Action* action) {
                       "columns are ignored)");
   compare->add_option("--format", flags->format, "csv or jsonl when the extension does not say");
   compare->add_option("--html", flags->html, "Write a self-contained HTML report");
+  compare->add_option("--prom", flags->prom,
+                      "Write the results as Prometheus metrics (e.g. into node_exporter's textfile "
+                      "collector directory, as <name>.prom), atomically");
   compare->add_option("--out", flags->out, "Write the JSON report to this file");
   compare->add_option("--threads", flags->threads, "Columns compared in parallel (0 = all cores)")
       ->capture_default_str();

@@ -193,6 +193,14 @@ struct DriftReport {
   // One self-contained HTML page (inline CSS and SVG, no scripts or external
   // files): summary, the table, and per column the two histograms overlaid.
   std::string RenderHtml() const;
+  // Prometheus text exposition (0.0.4) for node_exporter's textfile collector
+  // or a Pushgateway, so a scheduled comparison (cron, Slurm, the agent)
+  // becomes metrics and alert rules: gantry_drift_dataset_drift,
+  // gantry_drift_drifted_share, per column (labels column, test)
+  // gantry_drift_column_{statistic,p_value,threshold,drifted,null_rate,
+  // out_of_range_rate}, gantry_drift_model_{accuracy,f1_macro,roc_auc,mae,rmse,r2}
+  // when computed, and gantry_drift_last_run_timestamp_seconds (`unix_time`).
+  std::string RenderPrometheus(double unix_time) const;
 };
 
 // Compares `current` (read with the same schema) with the profile. Columns of
