@@ -14,6 +14,7 @@
 #include "gantry/config.h"
 #include "gantry/core/log.h"
 #include "gantry/core/table.h"
+#include "gantry/core/text.h"
 #include "gantry/core/units.h"
 #include "gantry/health/nvml.h"
 #include "gantry/health/profile.h"
@@ -33,14 +34,6 @@ std::string Plural(int64_t n, std::string_view one, std::string_view many) {
 
 std::string Percent(double share) { return fmt::format("{:.0f}%", share * 100); }
 
-std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
 
 std::string Hostname() {
   char buf[256] = {};

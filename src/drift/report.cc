@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gantry/core/table.h"
+#include "gantry/core/text.h"
 #include "gantry/drift/drift.h"
 #include "names.h"
 
@@ -23,32 +24,8 @@ std::string Fixed(double v, int digits = 4) {
 
 std::string Percent(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+// HTML text and attribute values (core/text.h).
+std::string Escape(std::string_view s) { return EscapeMarkup(s); }
 
 std::string_view KindText(ColumnKind k) { return k == ColumnKind::kNumerical ? "num" : "cat"; }
 

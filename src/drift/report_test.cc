@@ -124,7 +124,7 @@ TEST(ReportTest, HtmlIsSelfContainedBalancedAndEscaped) {
   EXPECT_THAT(h, HasSubstr("&lt;script&gt;"));
   EXPECT_THAT(h, HasSubstr("plan &amp; &quot;tier&quot;"));
   EXPECT_THAT(h, HasSubstr("&lt;pro&gt;"));
-  EXPECT_THAT(h, HasSubstr("it&#39;s"));
+  EXPECT_THAT(h, HasSubstr("it&apos;s"));
   EXPECT_THAT(h, Not(HasSubstr("src=")));
   EXPECT_THAT(h, Not(HasSubstr("href=\"http")));
   EXPECT_THAT(h, Not(HasSubstr("@import")));

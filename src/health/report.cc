@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "gantry/core/table.h"
+#include "gantry/core/text.h"
 #include "gantry/health/check.h"
 
 namespace gantry::health {
@@ -11,14 +12,6 @@ namespace {
 
 constexpr int kReportVersion = 1;
 
-std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
 
 // One log line per result: NHC parsers split on newlines.
 std::string OneLine(std::string_view s) {
@@ -28,42 +21,6 @@ std::string OneLine(std::string_view s) {
   return out;
 }
 
-// XML 1.0 text or attribute value: the five entities escaped; control
-// characters other than tab and newline are not allowed at all, so they
-// become '?'. In attributes, tab and newline are character references, since
-// a parser would turn them into spaces.
-std::string XmlEscape(std::string_view s, bool attribute = true) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      case '\t':
-        out += attribute ? "&#9;" : "\t";
-        break;
-      case '\n':
-        out += attribute ? "&#10;" : "\n";
-        break;
-      default:
-        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-    }
-  }
-  return out;
-}
 
 std::string Plural(int n, std::string_view one) {
   return fmt::format("{} {}{}", n, one, n == 1 ? "" : "s");
@@ -182,15 +139,15 @@ std::string HealthReport::RenderJUnit() const {
       "<testsuite name=\"gantry.health\" tests=\"{}\" failures=\"{}\" errors=\"{}\" "
       "skipped=\"{}\" time=\"{:.3f}\" timestamp=\"{}\" hostname=\"{}\">\n",
       results.size(), c.fail, c.error, c.skip, elapsed_s, FormatUtc(timestamp, "%Y-%m-%dT%H:%M:%S"),
-      XmlEscape(hostname));
+      EscapeMarkup(hostname));
   out += fmt::format("  <properties>\n    <property name=\"profile\" value=\"{}\"/>\n",
-                     XmlEscape(profile));
+                     EscapeMarkup(profile));
   out += fmt::format("    <property name=\"vm_size\" value=\"{}\"/>\n  </properties>\n",
-                     XmlEscape(vm_size));
-  const std::string classname = XmlEscape("gantry.health." + (profile.empty() ? "-" : profile));
+                     EscapeMarkup(vm_size));
+  const std::string classname = EscapeMarkup("gantry.health." + (profile.empty() ? "-" : profile));
   for (const auto& r : results) {
     out += fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", classname,
-                       XmlEscape(r.name), r.seconds);
+                       EscapeMarkup(r.name), r.seconds);
     std::string detail;
     if (!r.measured.empty()) detail += "measured: " + r.measured;
     if (!r.threshold.empty())
@@ -201,11 +158,11 @@ std::string HealthReport::RenderJUnit() const {
         break;
       case Outcome::kWarn:
         out += fmt::format(">\n    <system-out>warn: {}</system-out>\n  </testcase>\n",
-                           XmlEscape(r.message, false));
+                           EscapeMarkup(r.message, false));
         break;
       case Outcome::kSkip:
         out +=
-            fmt::format(">\n    <skipped message=\"{}\"/>\n  </testcase>\n", XmlEscape(r.message));
+            fmt::format(">\n    <skipped message=\"{}\"/>\n  </testcase>\n", EscapeMarkup(r.message));
         break;
       case Outcome::kFail:
       case Outcome::kError: {
@@ -213,8 +170,8 @@ std::string HealthReport::RenderJUnit() const {
         std::string code = FaultCodeOf(r);
         out +=
             fmt::format(">\n    <{} message=\"{}\" type=\"{}\">{}</{}>\n  </testcase>\n", tag,
-                        XmlEscape(r.message), XmlEscape(code.empty() ? tag : code),
-                        XmlEscape(r.message + (detail.empty() ? "" : "\n" + detail), false), tag);
+                        EscapeMarkup(r.message), EscapeMarkup(code.empty() ? tag : code),
+                        EscapeMarkup(r.message + (detail.empty() ? "" : "\n" + detail), false), tag);
         break;
       }
     }
