@@ -14,6 +14,7 @@
 
 #include "gantry/drift/drift.h"
 #include "names.h"
+#include "quality.h"
 
 #include "stats_internal.h"
 
@@ -275,18 +276,6 @@ Status CompareCategorical(const Profile::ColumnProfile& ref, const Column& cur, 
   return Status::Ok();
 }
 
-// Text of a cell for model quality (labels and predictions may be numbers or
-// categories); nullopt for nulls.
-std::optional<std::string> CellText(const Column& c, size_t row) {
-  if (c.spec.kind == ColumnKind::kCategorical) {
-    int32_t code = c.codes[row];
-    if (code < 0) return std::nullopt;
-    return c.dictionary[code];
-  }
-  double v = c.numbers[row];
-  if (std::isnan(v)) return std::nullopt;
-  return fmt::format("{}", v);
-}
 
 Status ModelQuality(const Profile& profile, const Table& current, DriftReport* report) {
   const Column *target = nullptr, *pred = nullptr, *score = nullptr;
@@ -321,8 +310,8 @@ Status ModelQuality(const Profile& profile, const Table& current, DriftReport* r
   std::vector<std::optional<std::string>> ys(current.rows), ps(current.rows);
   std::map<std::string, int32_t> classes;
   for (size_t i = 0; i < current.rows; ++i) {
-    ys[i] = CellText(*target, i);
-    ps[i] = CellText(*pred, i);
+    ys[i] = internal::CellText(*target, i);
+    ps[i] = internal::CellText(*pred, i);
     if (ys[i]) classes.emplace(*ys[i], 0);
     if (ps[i]) classes.emplace(*ps[i], 0);
   }

@@ -10,6 +10,7 @@
 #include "gantry/core/text.h"
 #include "gantry/drift/drift.h"
 #include "names.h"
+#include "quality.h"
 
 namespace gantry::drift {
 namespace {
@@ -158,24 +159,9 @@ Json DriftReport::ToJson() const {
   }
   j["columns"] = std::move(cols);
   Json q = Json::object();
-  if (classification) {
-    const auto& c = *classification;
-    q["task"] = "classification";
-    q["accuracy"] = c.accuracy;
-    q["precision_macro"] = c.precision_macro;
-    q["recall_macro"] = c.recall_macro;
-    q["f1_macro"] = c.f1_macro;
-    q["precision_weighted"] = c.precision_weighted;
-    q["recall_weighted"] = c.recall_weighted;
-    q["f1_weighted"] = c.f1_weighted;
-    q["roc_auc"] = c.roc_auc < 0 ? Json(nullptr) : Json(c.roc_auc);
-  } else if (regression) {
-    const auto& r = *regression;
-    q["task"] = "regression";
-    q["mae"] = r.mae;
-    q["mse"] = r.mse;
-    q["rmse"] = r.rmse;
-    q["r2"] = Number(r.r2);
+  if (classification || regression) {
+    q["task"] = classification ? "classification" : "regression";
+    q.update(internal::QualityMetricsJson(classification, regression));
   }
   j["quality"] = q.empty() ? Json(nullptr) : std::move(q);
   j["seconds"] = seconds;

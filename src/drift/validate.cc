@@ -10,20 +10,11 @@
 #include <map>
 
 #include "gantry/core/http_client.h"
+#include "quality.h"
 
 namespace gantry::drift {
 namespace {
 
-std::optional<std::string> CellText(const Column& c, size_t row) {
-  if (c.spec.kind == ColumnKind::kCategorical) {
-    int32_t code = c.codes[row];
-    if (code < 0) return std::nullopt;
-    return c.dictionary[code];
-  }
-  double v = c.numbers[row];
-  if (std::isnan(v)) return std::nullopt;
-  return fmt::format("{}", v);
-}
 
 // A prediction as text: numbers formatted like CellText so that 1, 1.0 and
 // "1" are the same class.
@@ -247,7 +238,7 @@ Result<ValidateResult> Validate(const Table& labelled, const ValidateOptions& o)
   res.rows = labelled.rows;
   std::vector<size_t> usable;
   for (size_t r = 0; r < labelled.rows; ++r) {
-    bool ok = CellText(*target, r).has_value();
+    bool ok = internal::CellText(*target, r).has_value();
     for (const Column* c : features) {
       if (!ok) break;
       ok = c->spec.kind == ColumnKind::kNumerical ? !std::isnan(c->numbers[r]) : c->codes[r] >= 0;
@@ -297,7 +288,7 @@ Result<ValidateResult> Validate(const Table& labelled, const ValidateOptions& o)
   } else {
     std::map<std::string, int32_t> classes;
     for (size_t r : usable) {
-      classes.emplace(*CellText(*target, r), 0);
+      classes.emplace(*internal::CellText(*target, r), 0);
       classes.emplace(*pred[r], 0);
     }
     int32_t k = 0;
@@ -307,7 +298,7 @@ Result<ValidateResult> Validate(const Table& labelled, const ValidateOptions& o)
     bool scores = k == 2;
     for (size_t r : usable) scores = scores && !std::isnan(score[r]);
     for (size_t r : usable) {
-      y.push_back(classes[*CellText(*target, r)]);
+      y.push_back(classes[*internal::CellText(*target, r)]);
       p.push_back(classes[*pred[r]]);
       if (scores) s.push_back(score[r]);
     }
@@ -335,24 +326,7 @@ Json ValidateResult::ToJson() const {
   j["skipped"] = skipped;
   j["requests"] = requests;
   j["task"] = task;
-  Json q = Json::object();
-  if (classification) {
-    const auto& c = *classification;
-    q["accuracy"] = c.accuracy;
-    q["precision_macro"] = c.precision_macro;
-    q["recall_macro"] = c.recall_macro;
-    q["f1_macro"] = c.f1_macro;
-    q["precision_weighted"] = c.precision_weighted;
-    q["recall_weighted"] = c.recall_weighted;
-    q["f1_weighted"] = c.f1_weighted;
-    q["roc_auc"] = c.roc_auc < 0 ? Json(nullptr) : Json(c.roc_auc);
-  }
-  if (regression) {
-    q["mae"] = regression->mae;
-    q["mse"] = regression->mse;
-    q["rmse"] = regression->rmse;
-    q["r2"] = std::isfinite(regression->r2) ? Json(regression->r2) : Json(nullptr);
-  }
+  Json q = internal::QualityMetricsJson(classification, regression);
   j["quality"] = std::move(q);
   j["passed"] = passed;
   j["failures"] = failures;
