@@ -19,6 +19,8 @@ PACKAGES=(
   libxxhash-dev libssl-dev fio openssl
   # gemm benchmark (gantry bench gemm): CBLAS from OpenBLAS
   libopenblas-dev
+  # health: gpu_xid reads rotated .gz kernel logs through zlib
+  zlib1g-dev
   # procps for ps/free in the doctor smoke test
   procps
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)

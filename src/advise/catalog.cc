@@ -14,6 +14,7 @@
 
 #include "gantry/core/config.h"
 #include "gantry/core/json.h"
+#include "gantry/core/text.h"
 
 namespace gantry::advise {
 namespace internal {
@@ -59,11 +60,6 @@ std::string_view StripStandard(std::string_view name) {
   return name;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // Levenshtein distance, for "did you mean" on size names in price sheets.
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -111,8 +107,8 @@ class Reader {
     if (!cfg_.Has(key)) return std::optional<double>();
     if (cfg_.IsScalar(key)) {
       ASSIGN_OR_RETURN(std::string text, cfg_.GetString(key, ""));
-      if (EqualsIgnoreCase(Trim(text), "unknown")) return std::optional<double>();
-      if (!ParseNumber(Trim(text))) {
+      if (EqualsIgnoreCase(TrimSpace(text), "unknown")) return std::optional<double>();
+      if (!ParseNumber(TrimSpace(text))) {
         return InvalidArgument(
             fmt::format("{}: expected a number or 'unknown', got '{}'", cfg_.Locate(key), text));
       }
@@ -129,7 +125,7 @@ class Reader {
     RETURN_IF_ERROR(Require(item, field, what));
     if (cfg_.IsScalar(key)) {
       ASSIGN_OR_RETURN(std::string text, cfg_.GetString(key, ""));
-      if (EqualsIgnoreCase(Trim(text), "unknown")) {
+      if (EqualsIgnoreCase(TrimSpace(text), "unknown")) {
         return InvalidArgument(
             fmt::format("{}: is required for {} and cannot be 'unknown'", cfg_.Locate(key), what));
       }
@@ -147,10 +143,10 @@ class Reader {
       return InvalidArgument(fmt::format("{}: expected text, not a list or map", cfg_.Locate(key)));
     }
     ASSIGN_OR_RETURN(std::string s, cfg_.GetString(key, ""));
-    if (Trim(s).empty()) {
+    if (TrimSpace(s).empty()) {
       return InvalidArgument(fmt::format("{}: must not be empty", cfg_.Locate(key)));
     }
-    return std::string(Trim(s));
+    return std::string(TrimSpace(s));
   }
 
   Result<std::string> OptionalString(const std::string& key) const {
@@ -159,7 +155,7 @@ class Reader {
       return InvalidArgument(fmt::format("{}: expected text, not a list or map", cfg_.Locate(key)));
     }
     ASSIGN_OR_RETURN(std::string s, cfg_.GetString(key, ""));
-    return std::string(Trim(s));
+    return std::string(TrimSpace(s));
   }
 
   Status Require(const std::string& item, std::string_view field, std::string_view what) const {
@@ -317,7 +313,7 @@ Result<VmSize> ReadSize(const Reader& r, const std::string& item) {
     ASSIGN_OR_RETURN(std::vector<std::string> regions, cfg.Keys(prices));
     for (const std::string& region : regions) {
       std::string key = Key(prices, region);
-      std::string lower = ToLower(Trim(region));
+      std::string lower = ToLower(TrimSpace(region));
       // Config keys are dotted paths, so a dot would make the region unreadable.
       if (lower.empty() || region.find('.') != std::string::npos) {
         return InvalidArgument(
@@ -392,7 +388,7 @@ std::string VmSize::Family() const {
 }
 
 Price VmSize::PriceIn(std::string_view region) const {
-  auto it = prices.find(ToLower(Trim(region)));
+  auto it = prices.find(ToLower(TrimSpace(region)));
   return it == prices.end() ? Price{} : it->second;
 }
 
@@ -511,11 +507,11 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
     size_t start = 0;
     for (;;) {
       size_t comma = line.find(',', start);
-      std::string_view cell = Trim(line.substr(
+      std::string_view cell = TrimSpace(line.substr(
           start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
       // Spreadsheets quote some cells; names and prices never contain commas.
       if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') {
-        cell = Trim(cell.substr(1, cell.size() - 2));
+        cell = TrimSpace(cell.substr(1, cell.size() - 2));
       }
       cells.emplace_back(cell);
       if (comma == std::string_view::npos) break;
@@ -539,7 +535,7 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     // A UTF-8 byte order mark (Excel writes one) is not part of the first cell.
     if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
-    if (Trim(line).empty() || Trim(line).starts_with("#")) continue;
+    if (TrimSpace(line).empty() || TrimSpace(line).starts_with("#")) continue;
     std::vector<std::string> cells = split(line);
     std::string where = fmt::format("{}:{}", origin, line_no);
 
@@ -549,7 +545,7 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
         return InvalidArgument(fmt::format(
             "{}: expected the header row '{}' (columns after 'region' may be left out), got "
             "'{}'",
-            where, header_hint, Trim(line)));
+            where, header_hint, TrimSpace(line)));
       }
       for (size_t c = 2; c < cells.size(); ++c) {
         std::string name = ToLower(cells[c]);
@@ -648,7 +644,7 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
 }
 
 const VmSize* Catalog::FindSize(std::string_view name) const {
-  std::string_view want = StripStandard(Trim(name));
+  std::string_view want = StripStandard(TrimSpace(name));
   if (want.empty()) return nullptr;
   for (const VmSize& s : sizes_) {
     if (EqualsIgnoreCase(StripStandard(s.name), want)) return &s;

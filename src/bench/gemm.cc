@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "gantry/config.h"
+#include "gantry/core/text.h"
 #include "host_memory.h"
 
 namespace gantry::bench {
@@ -204,12 +205,7 @@ std::string ReadFirstLine(const std::string& path) {
   return line;
 }
 
-std::string Trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
-}
+std::string Trim(const std::string& s) { return std::string(TrimSpace(s)); }
 
 // One "key : value" field per line, processor blocks separated by blank lines.
 struct CpuinfoProcessor {

@@ -1,5 +1,6 @@
 #include "gantry/core/text.h"
 
+#include <cctype>
 #include <ctime>
 
 namespace gantry {
@@ -35,6 +36,12 @@ std::string EscapeMarkup(std::string_view s, bool attribute) {
     }
   }
   return out;
+}
+
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
 }
 
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format) {

@@ -13,6 +13,12 @@ TEST(TextTest, EscapeMarkup) {
   EXPECT_EQ(EscapeMarkup("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes through
 }
 
+TEST(TextTest, TrimSpace) {
+  EXPECT_EQ(TrimSpace(" \t a b \r\n"), "a b");
+  EXPECT_EQ(TrimSpace("   "), "");
+  EXPECT_EQ(TrimSpace(""), "");
+}
+
 TEST(TextTest, FormatUtc) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::seconds(1764480000));
   EXPECT_EQ(FormatUtc(t, "%Y-%m-%dT%H:%M:%SZ"), "2025-11-30T05:20:00Z");

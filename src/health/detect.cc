@@ -12,27 +12,18 @@
 
 #include "gantry/core/json.h"
 #include "gantry/health/subprocess.h"
+#include "gantry/core/text.h"
 
 namespace gantry::health {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string Path(const std::string& root, std::string_view path) {
-  std::string r = root;
-  while (!r.empty() && r.back() == '/') r.pop_back();
-  return r + std::string(path);
-}
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 template <typename T>
 bool ParseNumber(std::string_view s, T* out) {
-  s = Trim(s);
+  s = TrimSpace(s);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size();
 }
@@ -40,8 +31,8 @@ bool ParseNumber(std::string_view s, T* out) {
 // Splits "key<TAB>: value" lines (the /proc/cpuinfo and /proc/meminfo format).
 std::pair<std::string_view, std::string_view> KeyValue(std::string_view line) {
   size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return {Trim(line), {}};
-  return {Trim(line.substr(0, colon)), Trim(line.substr(colon + 1))};
+  if (colon == std::string_view::npos) return {TrimSpace(line), {}};
+  return {TrimSpace(line.substr(0, colon)), TrimSpace(line.substr(colon + 1))};
 }
 
 template <typename F>
@@ -74,23 +65,30 @@ std::vector<std::string> ParseNvidiaSmiList(std::string_view text) {
     size_t colon = line.find(": ");
     if (colon == std::string_view::npos) return;
     std::string_view model = line.substr(colon + 2);
-    model = Trim(model.substr(0, model.rfind(" (UUID:")));
+    model = TrimSpace(model.substr(0, model.rfind(" (UUID:")));
     models.emplace_back(model.empty() ? "unknown" : model);
   });
   return models;
 }
 
 std::string FirstLine(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   return std::string(text.substr(0, text.find('\n')));
 }
 
 }  // namespace
 
+std::string RootPath(const std::string& root, std::string_view path) {
+  std::string r = root;
+  while (!r.empty() && r.back() == '/') r.pop_back();
+  if (path.empty() || path.front() != '/') r += '/';
+  return r + std::string(path);
+}
+
 Result<std::vector<int>> ParseIdList(std::string_view text) {
   std::vector<int> ids;
-  std::string_view rest = Trim(text);
-  auto bad = [&] { return InvalidArgument("bad CPU/node list '" + std::string(Trim(text)) + "'"); };
+  std::string_view rest = TrimSpace(text);
+  auto bad = [&] { return InvalidArgument("bad CPU/node list '" + std::string(TrimSpace(text)) + "'"); };
   if (rest.empty()) return ids;
   while (true) {
     size_t comma = rest.find(',');
@@ -114,7 +112,7 @@ Result<std::vector<int>> ParseIdList(std::string_view text) {
 }
 
 Result<CpuInfo> DetectCpu(const std::string& root) {
-  const std::string cpuinfo_path = Path(root, "/proc/cpuinfo");
+  const std::string cpuinfo_path = RootPath(root, "/proc/cpuinfo");
   ASSIGN_OR_RETURN(std::string text, ReadFile(cpuinfo_path));
   std::vector<CpuinfoEntry> entries;
   std::string model_name;
@@ -138,7 +136,7 @@ Result<CpuInfo> DetectCpu(const std::string& root) {
   CpuInfo info;
   info.model = !model_name.empty() ? model_name : !arm_model.empty() ? arm_model : "unknown";
 
-  const std::string cpu_dir = Path(root, "/sys/devices/system/cpu");
+  const std::string cpu_dir = RootPath(root, "/sys/devices/system/cpu");
   std::vector<int> online;
   if (auto text_online = ReadFile(cpu_dir + "/online"); text_online.ok()) {
     if (auto ids = ParseIdList(*text_online); ids.ok()) online = *ids;
@@ -181,7 +179,7 @@ Result<CpuInfo> DetectCpu(const std::string& root) {
 }
 
 Result<MemoryInfo> DetectMemory(const std::string& root) {
-  const std::string path = Path(root, "/proc/meminfo");
+  const std::string path = RootPath(root, "/proc/meminfo");
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   uint64_t total = 0, available = 0, free = 0, swap = 0;
   bool have_total = false, have_available = false, have_free = false, have_swap = false;
@@ -213,7 +211,7 @@ Result<MemoryInfo> DetectMemory(const std::string& root) {
 }
 
 int DetectNumaNodes(const std::string& root) {
-  const std::string node_dir = Path(root, "/sys/devices/system/node");
+  const std::string node_dir = RootPath(root, "/sys/devices/system/node");
   if (auto text = ReadFile(node_dir + "/online"); text.ok()) {
     if (auto ids = ParseIdList(*text); ids.ok() && !ids->empty())
       return static_cast<int>(ids->size());
@@ -233,7 +231,7 @@ GpuInfo DetectGpus(const std::string& root, const std::string& nvidia_smi,
                    std::chrono::milliseconds deadline) {
   GpuInfo info;
   info.source = "none";
-  const std::string gpus_dir = Path(root, "/proc/driver/nvidia/gpus");
+  const std::string gpus_dir = RootPath(root, "/proc/driver/nvidia/gpus");
   std::vector<std::string> bus_ids;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(gpus_dir, ec)) {
@@ -278,7 +276,7 @@ GpuInfo DetectGpus(const std::string& root, const std::string& nvidia_smi,
 
 Result<ShmInfo> DetectShm(const std::string& root) {
   ShmInfo info;
-  info.path = Path(root, "/dev/shm");
+  info.path = RootPath(root, "/dev/shm");
   struct statvfs st {};
   if (::statvfs(info.path.c_str(), &st) != 0) {
     int err = errno;

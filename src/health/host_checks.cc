@@ -72,6 +72,7 @@
 #include "gantry/health/detect.h"
 #include "gantry/health/nvml.h"
 #include "gantry/health/subprocess.h"
+#include "gantry/core/text.h"
 
 namespace gantry::health {
 namespace {
@@ -82,22 +83,11 @@ namespace fs = std::filesystem;
 // Small helpers
 
 // <root><path>, without a doubled slash when root is "/".
-std::string RootPath(const std::string& root, std::string_view path) {
-  std::string r = root;
-  while (!r.empty() && r.back() == '/') r.pop_back();
-  if (path.empty() || path.front() != '/') r += '/';
-  return r + std::string(path);
-}
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 template <typename T>
 bool ParseNumber(std::string_view s, T* out) {
-  s = Trim(s);
+  s = TrimSpace(s);
   if (s.empty()) return false;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size();
@@ -105,7 +95,7 @@ bool ParseNumber(std::string_view s, T* out) {
 
 // The leading number of "400 Gb/sec (4X NDR)" or "4: ACTIVE".
 bool LeadingNumber(std::string_view s, double* out) {
-  s = Trim(s);
+  s = TrimSpace(s);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end != s.data();
 }
@@ -123,7 +113,7 @@ void ForEachLine(std::string_view text, F&& f) {
 std::optional<std::string> ReadTrimmed(const std::string& path) {
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) return std::nullopt;
-  return std::string(Trim(*text));
+  return std::string(TrimSpace(*text));
 }
 
 std::vector<std::string> ListDir(const std::string& dir) {
@@ -214,7 +204,7 @@ Result<double> NonNegativeDouble(const Config& c, const std::string& key, double
 
 // "3%" -> 0.03. Percentages need the sign so 0.03 is never read as 3%.
 Result<std::optional<double>> ParsePercentText(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   if (text.empty() || text.back() != '%') return std::optional<double>();
   double v = 0;
   if (!ParseNumber(text.substr(0, text.size() - 1), &v) || v < 0 || v > 100) {
@@ -366,11 +356,11 @@ std::set<std::string> ReadFstabMountPoints(const std::string& root) {
   Result<std::string> text = ReadFile(RootPath(root, "/etc/fstab"));
   if (!text.ok()) return points;
   ForEachLine(*text, [&](std::string_view line) {
-    line = Trim(line);
+    line = TrimSpace(line);
     if (line.empty() || line.front() == '#') return;
     size_t a = line.find_first_of(" \t");
     if (a == std::string_view::npos) return;
-    std::string_view rest = Trim(line.substr(a));
+    std::string_view rest = TrimSpace(line.substr(a));
     std::string_view point = rest.substr(0, rest.find_first_of(" \t"));
     if (point.empty() || point.front() != '/') return;
     points.insert(NormalizePath(UnescapeMountField(point)));
@@ -1010,7 +1000,7 @@ class ServicesCheck : public Check {
         }
         // The state is on stdout; stderr says why systemctl itself failed.
         const std::string& said = out->out.empty() ? out->err : out->out;
-        std::string state(Trim(said.substr(0, said.find('\n'))));
+        std::string state(TrimSpace(said.substr(0, said.find('\n'))));
         if (state.empty()) state = fmt::format("exit {}", out->exit_code);
         states.push_back(s + " " + state);
         if (out->exit_code == 0) {
@@ -1096,7 +1086,7 @@ std::string FindBinary(const std::string& root, const std::string& name) {
 bool MentionsPyxis(std::string_view text) {
   bool found = false;
   ForEachLine(text, [&](std::string_view line) {
-    line = Trim(line);
+    line = TrimSpace(line);
     if (!line.empty() && line.front() != '#' && line.find("pyxis") != std::string_view::npos) {
       found = true;
     }

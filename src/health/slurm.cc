@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "gantry/health/subprocess.h"
+#include "gantry/core/text.h"
 
 namespace gantry::health {
 namespace {
@@ -14,11 +15,6 @@ constexpr std::chrono::seconds kScontrolTimeout{10};
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 char Upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 
@@ -31,7 +27,7 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 }
 
 bool HasGantryPrefix(std::string_view reason) {
-  return Trim(reason).substr(0, kSlurmReasonPrefix.size()) == kSlurmReasonPrefix;
+  return TrimSpace(reason).substr(0, kSlurmReasonPrefix.size()) == kSlurmReasonPrefix;
 }
 
 // Position of the value of `key` ("State") in `text`: the key must start the
@@ -90,7 +86,7 @@ std::string ShortHostname() {
 }
 
 std::string FirstLine(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   return std::string(text.substr(0, text.find('\n')));
 }
 
@@ -140,7 +136,7 @@ SlurmAction DecideSlurmAction(Outcome overall, bool node_drained, std::string_vi
 }
 
 bool SlurmStateIsDrained(std::string_view state) {
-  state = Trim(state);
+  state = TrimSpace(state);
   while (!state.empty()) {
     size_t plus = state.find('+');
     std::string_view tok = state.substr(0, plus);
@@ -194,7 +190,7 @@ Result<SlurmNodeState> ParseScontrolShowNode(std::string_view text) {
     std::string v(value);
     std::smatch m;
     if (std::regex_search(v, m, kSuffix)) v.resize(static_cast<size_t>(m.position(0)));
-    st.reason = std::string(Trim(v));
+    st.reason = std::string(TrimSpace(v));
     if (st.reason == "(null)") st.reason.clear();
   }
   return st;

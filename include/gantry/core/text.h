@@ -13,6 +13,10 @@ namespace gantry {
 // character references, which parsers would otherwise turn into spaces.
 std::string EscapeMarkup(std::string_view s, bool attribute = true);
 
+// `s` without leading and trailing whitespace (isspace: space, \t, \n, \v,
+// \f, \r).
+std::string_view TrimSpace(std::string_view s);
+
 // strftime(`format`) of `t` in UTC, e.g. "%Y-%m-%dT%H:%M:%SZ".
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format);
 

@@ -17,6 +17,11 @@
 
 namespace gantry::health {
 
+// `path` (absolute, "/proc/cpuinfo") under `root` ("/" or a test's fake tree),
+// with exactly one slash between them.
+std::string RootPath(const std::string& root, std::string_view path);
+
+
 struct CpuInfo {
   std::string model;  // "model name" of /proc/cpuinfo ("Model" on Arm), "unknown" if absent
   int sockets = 0;
