@@ -220,14 +220,16 @@ class Runner {
       r.state->ctx = ctx_;
       auto state = r.state;
       auto wake = wake_;
-      r.thread = std::thread([state, wake, &check] {
+      // The name is copied up front so that a thread which returns after
+      // being abandoned never touches the Check again once Run() is done.
+      r.thread = std::thread([state, wake, &check, name = check.name()] {
         CheckResult res;
         try {
           res = check.Run(state->ctx);
         } catch (...) {
-          res = ErrorResult(check.name(), "the check threw an exception (a bug in Gantry)");
+          res = ErrorResult(name, "the check threw an exception (a bug in Gantry)");
         }
-        res.name = check.name();
+        res.name = name;
         {
           std::lock_guard<std::mutex> lock(state->mu);
           state->result = std::move(res);

@@ -245,12 +245,15 @@ TEST(RunnerTest, ParallelismIsAnUpperBoundAndSerialChecksRunAloneAfterwards) {
 
 TEST(RunnerTest, ThreadCheckOverrunningItsTimeoutIsAbandoned) {
   FakeClock clock;
-  // The check object and its latch outlive the abandoned thread.
-  static std::mutex mu;
-  static std::condition_variable cv;
+  // The check object and its latch outlive the abandoned thread: they are
+  // leaked on purpose, because the thread may still be inside FnCheck::Run
+  // (after `finished` is set) when the process exits and runs the
+  // destructors of function-local statics.
+  static std::mutex& mu = *new std::mutex;
+  static std::condition_variable& cv = *new std::condition_variable;
   static bool release = false;
   static bool finished = false;
-  static Checks c;
+  static Checks& c = *new Checks;
   c.list.clear();
   release = false;  // --gtest_repeat: the previous thread has finished (waited for below)
   finished = false;
