@@ -31,7 +31,18 @@ PACKAGES=(
   slurmctld slurmd slurm-client munge
   # drift: scipy/pandas known answers in python/tests/test_drift.py and bench/drift.sh, chromium for the report screenshot
   python3-scipy python3-pandas chromium
+  # storage: Azure Blob client (libcurl), zstd for gantry backup
+  libcurl4-openssl-dev libzstd-dev
+  # agent: node_exporter is the anchor in bench/agent.sh
+  prometheus-node-exporter
 )
+
+# Node.js and npm run the npm test tools (Azurite, the Blob SDK anchor, playwright-core).
+# A machine that already has a node (e.g. from NodeSource, which bundles npm) keeps it:
+# Debian's npm package would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 if [[ $(id -u) -ne 0 ]]; then
   SUDO=sudo
@@ -48,10 +59,21 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# npm test tools, exactly as pinned in package-lock.json. `npm ci` only when the
+# lockfile changed since the last install, so a warm machine spends no time here.
+cd "$(dirname "$0")/.."
+lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [[ -f node_modules/.gantry-lock-sha256 && $(cat node_modules/.gantry-lock-sha256) == "$lock_sum" ]]; then
+  echo "install-deps: npm tools present"
+else
+  echo "install-deps: npm ci (azurite, @azure/storage-blob, playwright-core)"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$lock_sum" >node_modules/.gantry-lock-sha256
+fi
