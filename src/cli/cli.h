@@ -58,6 +58,15 @@ void RegisterTune(CLI::App& app, Action* action);
 // drift_cmd.cc: `gantry drift profile|compare|validate`.
 void RegisterDrift(CLI::App& app, Action* action);
 
+// agent_cmd.cc: `gantry agent [--config FILE] [--listen HOST:PORT]`, `gantry agent rules ...`.
+void RegisterAgent(CLI::App& app, Action* action);
+
+// report_cmd.cc: `gantry report utilization --since 7d`.
+void RegisterReport(CLI::App& app, Action* action);
+
+// backup_cmd.cc: `gantry backup create|list|restore|verify|prune`.
+void RegisterBackup(CLI::App& app, Action* action);
+
 // bench_cmd.cc: `gantry bench <collective> [nccl-tests flags]`. Bench parses its
 // own argv (getopt_long, exactly like nccl-tests) so that every nccl-tests
 // spelling (-b8, --minbytes 8, -e 1G) works unchanged. argv[0] is "bench".
