@@ -33,8 +33,8 @@ PACKAGES=(
   python3-scipy python3-pandas chromium
   # storage: Azure Blob client (libcurl), zstd for gantry backup
   libcurl4-openssl-dev libzstd-dev
-  # agent: node_exporter is the anchor in bench/agent.sh
-  prometheus-node-exporter
+  # agent: node_exporter is the anchor in bench/agent.sh; a real Alertmanager in notify_alertmanager_integration_test
+  prometheus-node-exporter prometheus-alertmanager
 )
 
 # Node.js and npm run the npm test tools (Azurite, the Blob SDK anchor, playwright-core).

@@ -71,6 +71,8 @@ int Main(int argc, char** argv) {
   RegisterHealth(app, &action);
   RegisterTune(app, &action);
   RegisterDrift(app, &action);
+  RegisterAgent(app, &action);
+  RegisterReport(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

@@ -8,7 +8,12 @@
 //   nvmlReturn_t:  NVML_SUCCESS 0, NVML_ERROR_INVALID_ARGUMENT 2,
 //                  NVML_ERROR_NOT_SUPPORTED 3, NVML_ERROR_NO_PERMISSION 4,
 //                  NVML_ERROR_FUNCTION_NOT_FOUND 13, NVML_ERROR_GPU_IS_LOST 15
-//   nvmlClockType_t: NVML_CLOCK_GRAPHICS 0, NVML_CLOCK_MEM 2
+//   nvmlClockType_t: NVML_CLOCK_GRAPHICS 0, NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2
+//   NVML_ERROR_TIMEOUT 10; nvmlEventTypeXidCriticalError 0x8
+//   nvmlUtilization_t { unsigned gpu, memory }
+//   nvmlMemory_t (v1) { unsigned long long total, free, used }
+//   nvmlEventData_t { nvmlDevice_t device; unsigned long long eventType, eventData;
+//                     unsigned gpuInstanceId, computeInstanceId }
 //   nvmlMemoryErrorType_t: NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
 //   nvmlEccCounterType_t: NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
 //   nvmlMemoryLocation_t: NVML_MEMORY_LOCATION_DRAM 2 (= DEVICE_MEMORY),
@@ -28,6 +33,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -44,8 +50,11 @@ constexpr nvmlReturn_t kErrorNotSupported = 3;
 constexpr nvmlReturn_t kErrorNoPermission = 4;
 constexpr nvmlReturn_t kErrorFunctionNotFound = 13;
 
+constexpr nvmlReturn_t kErrorTimeout = 10;
 constexpr int kClockGraphics = 0;
+constexpr int kClockSm = 1;
 constexpr int kClockMem = 2;
+constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
 constexpr int kMemoryErrorCorrected = 0;
 constexpr int kMemoryErrorUncorrected = 1;
 constexpr int kVolatileEcc = 0;
@@ -61,6 +70,26 @@ struct nvmlPciInfo_t {
   char busId[32];
 };
 
+struct nvmlUtilization_t {
+  unsigned gpu, memory;
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+struct nvmlEventSetOpaque;
+using nvmlEventSet_t = nvmlEventSetOpaque*;
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned gpuInstanceId, computeInstanceId;
+};
+
+using FnUtil = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using FnMem = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using FnEventSetCreate = nvmlReturn_t (*)(nvmlEventSet_t*);
+using FnEventSetFree = nvmlReturn_t (*)(nvmlEventSet_t);
+using FnRegisterEvents = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+using FnEventSetWait = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned);
 using FnVoid = nvmlReturn_t (*)();
 using FnErrorString = const char* (*)(nvmlReturn_t);
 using FnUintOut = nvmlReturn_t (*)(unsigned*);
@@ -112,6 +141,20 @@ struct Nvml::Impl {
   FnDev reset_app_clocks = nullptr;
   FnDevSet2 set_locked_clocks = nullptr;
   FnDev reset_locked_clocks = nullptr;
+  FnDevArgUint clock_info = nullptr;
+  FnUtil utilization = nullptr;
+  FnMem memory_info = nullptr;
+  FnDevU64 total_energy = nullptr;
+  FnDevUint pcie_replay = nullptr;
+  FnEventSetCreate event_set_create = nullptr;
+  FnEventSetFree event_set_free = nullptr;
+  FnRegisterEvents register_events = nullptr;
+  FnEventSetWait event_set_wait = nullptr;
+
+  // PollXids state: the event set and the handle of each registered GPU.
+  bool xid_subscribed = false;
+  nvmlEventSet_t xid_set = nullptr;
+  std::vector<nvmlDevice_t> xid_devices;  // index = NVML index
 
   template <typename F>
   void Bind(F* out, const char* symbol, const char* fallback = nullptr) {
@@ -180,7 +223,11 @@ struct Nvml::Impl {
     unsigned v = 0;
     nvmlReturn_t rc = fn(dev, type, &v);
     if (rc != kSuccess) {
-      return Error(fmt::format("{}({})", call, type == kClockMem ? "memory" : "graphics"), gpu, rc);
+      return Error(fmt::format("{}({})", call,
+                               type == kClockMem  ? "memory"
+                               : type == kClockSm ? "sm"
+                                                  : "graphics"),
+                   gpu, rc);
     }
     return v;
   }
@@ -249,6 +296,15 @@ Result<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   m.Bind(&m.reset_app_clocks, "nvmlDeviceResetApplicationsClocks");
   m.Bind(&m.set_locked_clocks, "nvmlDeviceSetGpuLockedClocks");
   m.Bind(&m.reset_locked_clocks, "nvmlDeviceResetGpuLockedClocks");
+  m.Bind(&m.clock_info, "nvmlDeviceGetClockInfo");
+  m.Bind(&m.utilization, "nvmlDeviceGetUtilizationRates");
+  m.Bind(&m.memory_info, "nvmlDeviceGetMemoryInfo");
+  m.Bind(&m.total_energy, "nvmlDeviceGetTotalEnergyConsumption");
+  m.Bind(&m.pcie_replay, "nvmlDeviceGetPcieReplayCounter");
+  m.Bind(&m.event_set_create, "nvmlEventSetCreate");
+  m.Bind(&m.event_set_free, "nvmlEventSetFree");
+  m.Bind(&m.register_events, "nvmlDeviceRegisterEvents");
+  m.Bind(&m.event_set_wait, "nvmlEventSetWait_v2", "nvmlEventSetWait");
 
   nvmlReturn_t rc = m.init();
   if (rc != kSuccess) {
@@ -266,6 +322,9 @@ Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Nvml::~Nvml() {
   if (impl_ && impl_->handle != nullptr) {
+    if (impl_->xid_set != nullptr && impl_->event_set_free != nullptr) {
+      impl_->event_set_free(impl_->xid_set);
+    }
     impl_->shutdown();
     dlclose(impl_->handle);
   }
@@ -466,6 +525,96 @@ Result<GpuClocks> Nvml::Clocks(int gpu) {
       c.default_app_memory,
       m.DevClock(m.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock", gpu, kClockMem));
   return c;
+}
+
+Result<unsigned> Nvml::SmClockMhz(int gpu) {
+  return impl_->DevClock(impl_->clock_info, "nvmlDeviceGetClockInfo", gpu, kClockSm);
+}
+
+Result<unsigned> Nvml::MemClockMhz(int gpu) {
+  return impl_->DevClock(impl_->clock_info, "nvmlDeviceGetClockInfo", gpu, kClockMem);
+}
+
+Result<GpuUtilization> Nvml::Utilization(int gpu) {
+  if (impl_->utilization == nullptr) return impl_->Missing("nvmlDeviceGetUtilizationRates");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  nvmlUtilization_t u{};
+  nvmlReturn_t rc = impl_->utilization(dev, &u);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetUtilizationRates", gpu, rc);
+  GpuUtilization out;
+  out.gpu = u.gpu;
+  out.memory = u.memory;
+  return out;
+}
+
+Result<GpuMemory> Nvml::MemoryInfo(int gpu) {
+  if (impl_->memory_info == nullptr) return impl_->Missing("nvmlDeviceGetMemoryInfo");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  nvmlMemory_t m{};
+  nvmlReturn_t rc = impl_->memory_info(dev, &m);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetMemoryInfo", gpu, rc);
+  GpuMemory out;
+  out.total = m.total;
+  out.free = m.free;
+  out.used = m.used;
+  return out;
+}
+
+Result<uint64_t> Nvml::TotalEnergyMj(int gpu) {
+  if (impl_->total_energy == nullptr) {
+    return impl_->Missing("nvmlDeviceGetTotalEnergyConsumption");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned long long v = 0;
+  nvmlReturn_t rc = impl_->total_energy(dev, &v);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetTotalEnergyConsumption", gpu, rc);
+  return static_cast<uint64_t>(v);
+}
+
+Result<unsigned> Nvml::PcieReplayCounter(int gpu) {
+  return impl_->DevUint(impl_->pcie_replay, "nvmlDeviceGetPcieReplayCounter", gpu);
+}
+
+Result<std::vector<GpuXid>> Nvml::PollXids() {
+  Impl& m = *impl_;
+  if (m.event_set_create == nullptr || m.register_events == nullptr ||
+      m.event_set_wait == nullptr) {
+    return m.Missing("nvmlEventSetCreate/nvmlDeviceRegisterEvents/nvmlEventSetWait_v2");
+  }
+  if (!m.xid_subscribed) {
+    m.xid_subscribed = true;
+    nvmlReturn_t rc = m.event_set_create(&m.xid_set);
+    if (rc != kSuccess) {
+      m.xid_set = nullptr;
+      return m.Error("nvmlEventSetCreate", -1, rc);
+    }
+    ASSIGN_OR_RETURN(int n, DeviceCount());
+    m.xid_devices.assign(static_cast<size_t>(n), nullptr);
+    for (int i = 0; i < n; ++i) {
+      auto dev = m.Device(i);
+      if (!dev.ok()) continue;
+      // NOT_SUPPORTED on GPUs without events: that GPU reports no Xids.
+      if (m.register_events(*dev, kEventTypeXidCriticalError, m.xid_set) == kSuccess) {
+        m.xid_devices[static_cast<size_t>(i)] = *dev;
+      }
+    }
+  }
+  std::vector<GpuXid> out;
+  if (m.xid_set == nullptr) return out;
+  for (int guard = 0; guard < 1024; ++guard) {  // bounded: a storm cannot stall the caller
+    nvmlEventData_t data{};
+    nvmlReturn_t rc = m.event_set_wait(m.xid_set, &data, 0);
+    if (rc == kErrorTimeout) break;
+    if (rc != kSuccess) return m.Error("nvmlEventSetWait_v2", -1, rc);
+    if ((data.eventType & kEventTypeXidCriticalError) == 0) continue;
+    auto it = std::find(m.xid_devices.begin(), m.xid_devices.end(), data.device);
+    if (it == m.xid_devices.end()) continue;
+    GpuXid e;
+    e.gpu = static_cast<int>(it - m.xid_devices.begin());
+    e.xid = data.eventData;
+    out.push_back(e);
+  }
+  return out;
 }
 
 Status Nvml::SetPersistenceMode(int gpu, bool enabled) {

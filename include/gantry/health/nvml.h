@@ -29,7 +29,15 @@
 //              "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
 //              "temperature_c": 40, "power_mw": 300000, "power_limit_mw": 700000,
 //              "clocks": {"app_graphics": 1755, "app_memory": 2619, "max_graphics": 1980,
-//                         "max_memory": 2619, "default_app_graphics": 1755, "default_app_memory": 2619},
+//                         "max_memory": 2619, "default_app_graphics": 1755,
+//                         "default_app_memory": 2619,
+//                         "sm": 1980, "memory": 2619 (current, nvmlDeviceGetClockInfo)},
+//              "utilization": {"gpu": 37, "memory": 12} (percent),
+//              "memory_info": {"total": 85899345920, "used": 1073741824}
+//                             (bytes; free = total - used unless "free" is given),
+//              "energy_mj": 123456 (total energy since driver load), "pcie_replay": 0,
+//              "xids": [79, ...] (Xid critical errors, delivered once each, in order,
+//                      by nvmlEventSetWait_v2 to an event set registered for the GPU),
 //              "errors": {"nvmlDeviceGetRemappedRows": 15 (an nvmlReturn_t to return), ...},
 //              "hang": ["nvmlDeviceGetTemperature"] (calls that block forever)}]}
 #pragma once
@@ -65,6 +73,19 @@ struct GpuClocks {  // MHz
   unsigned app_graphics = 0, app_memory = 0;
   unsigned max_graphics = 0, max_memory = 0;
   unsigned default_app_graphics = 0, default_app_memory = 0;
+};
+
+struct GpuUtilization {  // percent over NVML's last sample period
+  unsigned gpu = 0, memory = 0;
+};
+
+struct GpuMemory {  // bytes (nvmlDeviceGetMemoryInfo)
+  uint64_t total = 0, free = 0, used = 0;
+};
+
+struct GpuXid {
+  int gpu = 0;       // NVML index
+  uint64_t xid = 0;  // the Xid number (eventData)
 };
 
 // nvmlDeviceGetCurrentClocksEventReasons bits (reference: health.md §3).
@@ -104,6 +125,20 @@ class Nvml {
   Result<unsigned> PowerUsageMw(int gpu);
   Result<unsigned> PowerLimitMw(int gpu);
   Result<GpuClocks> Clocks(int gpu);
+  // Current clocks in MHz (nvmlDeviceGetClockInfo NVML_CLOCK_SM / NVML_CLOCK_MEM).
+  Result<unsigned> SmClockMhz(int gpu);
+  Result<unsigned> MemClockMhz(int gpu);
+  Result<GpuUtilization> Utilization(int gpu);  // nvmlDeviceGetUtilizationRates
+  Result<GpuMemory> MemoryInfo(int gpu);        // nvmlDeviceGetMemoryInfo
+  Result<uint64_t> TotalEnergyMj(int gpu);      // nvmlDeviceGetTotalEnergyConsumption
+  Result<unsigned> PcieReplayCounter(int gpu);  // nvmlDeviceGetPcieReplayCounter
+
+  // Xid critical errors that arrived since the last call, without waiting.
+  // The first call creates an NVML event set and registers every GPU for
+  // nvmlEventTypeXidCriticalError (as dcgm-exporter does); GPUs that do not
+  // support events are left out. Unimplemented when the library has no event
+  // API. Call from one thread at a time.
+  Result<std::vector<GpuXid>> PollXids();
 
   // State changes (root): gantry tune.
   Status SetPersistenceMode(int gpu, bool enabled);

@@ -10,6 +10,7 @@
 //     as a GPU without that feature does;
 //   - top-level "errors" / "hang" apply to calls without a device
 //     (nvmlDeviceGetCount_v2, nvmlSystemGetDriverVersion, nvmlDeviceGetHandleByIndex_v2);
+//   - "xids" are consumed by nvmlEventSetWait_v2, which never blocks;
 //   - the per-GPU "driver_version" override is accepted but has no NVML call
 //     to surface it (the driver version is system-wide in NVML).
 // Every state-changing call, and nvmlInit/nvmlShutdown, is appended as one
@@ -29,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -405,6 +407,118 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetDefaultApplicat
     nvmlDevice_t dev, int type, unsigned* mhz) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetDefaultApplicationsClock");
   return ClockField(*gpu, "default_app_graphics", "default_app_memory", type, mhz);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev,
+                                                                           int type,
+                                                                           unsigned* mhz) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetClockInfo");
+  return ClockField(*gpu, "sm", "memory", type, mhz);
+}
+
+struct nvmlUtilization_t {
+  unsigned gpu, memory;
+};
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRates(
+    nvmlDevice_t dev, nvmlUtilization_t* u) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetUtilizationRates");
+  if (u == nullptr) return kInvalidArgument;
+  if (!gpu->contains("utilization")) return kNotSupported;
+  const json& j = (*gpu)["utilization"];
+  if (nvmlReturn_t rc = Field(j, "gpu", &u->gpu); rc != kSuccess) return rc;
+  return Field(j, "memory", &u->memory);
+}
+
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev,
+                                                                            nvmlMemory_t* m) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryInfo");
+  if (m == nullptr) return kInvalidArgument;
+  if (!gpu->contains("memory_info")) return kNotSupported;
+  const json& j = (*gpu)["memory_info"];
+  if (nvmlReturn_t rc = Field(j, "total", &m->total); rc != kSuccess) return rc;
+  if (nvmlReturn_t rc = Field(j, "used", &m->used); rc != kSuccess) return rc;
+  m->free = m->total > m->used ? m->total - m->used : 0;
+  if (j.contains("free")) return Field(j, "free", &m->free);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(
+    nvmlDevice_t dev, unsigned long long* mj) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetTotalEnergyConsumption");
+  return Field(*gpu, "energy_mj", mj);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPcieReplayCounter(
+    nvmlDevice_t dev, unsigned* count) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPcieReplayCounter");
+  return Field(*gpu, "pcie_replay", count);
+}
+
+// ---- Events: one event set at a time is enough for the agent. ----
+
+struct nvmlEventSetOpaque;
+using nvmlEventSet_t = nvmlEventSetOpaque*;
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned gpuInstanceId, computeInstanceId;
+};
+constexpr nvmlReturn_t kTimeout = 10;
+constexpr unsigned long long kXidEvent = 0x8;
+
+namespace {
+// GPU indices registered for Xid events (per set: the set pointer is a tag).
+std::vector<int> g_xid_registered;
+}  // namespace
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  if (set == nullptr) return kInvalidArgument;
+  g_xid_registered.clear();
+  *set = reinterpret_cast<nvmlEventSet_t>(kHandleBase);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  g_xid_registered.clear();
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(
+    nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceRegisterEvents");
+  if ((types & kXidEvent) == 0) return kNotSupported;
+  g_xid_registered.push_back(IndexOf(dev));
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t,
+                                                                        nvmlEventData_t* data,
+                                                                        unsigned /*timeout_ms*/) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kUninitialized;
+  if (data == nullptr) return kInvalidArgument;
+  // Never blocks: the agent polls with timeout 0 anyway.
+  for (int index : g_xid_registered) {
+    json& gpu = g_scenario["gpus"][static_cast<size_t>(index)];
+    if (!gpu.contains("xids") || !gpu["xids"].is_array() || gpu["xids"].empty()) continue;
+    json& xids = gpu["xids"];
+    if (!xids[0].is_number()) return kUnknown;
+    data->device = reinterpret_cast<nvmlDevice_t>(kHandleBase + static_cast<uintptr_t>(index));
+    data->eventType = kXidEvent;
+    data->eventData = xids[0].get<unsigned long long>();
+    data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFF;
+    xids.erase(0);
+    return kSuccess;
+  }
+  return kTimeout;
 }
 
 // ---- State changes: logged, then applied to the scenario. ----

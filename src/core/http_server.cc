@@ -1,0 +1,575 @@
+// http::Server: one poll() loop thread owns the listener and every connection.
+// Each connection is a small state machine (reading a head, reading a body,
+// writing a response); handlers run inline on the loop thread.
+#include "gantry/core/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gantry/core/http_parser.h"
+
+namespace gantry::http {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes `in`; with `plus_is_space` (query strings) '+' becomes ' '.
+// Malformed escapes are kept literally: the path was already checked by the
+// parser, and a query value is the handler's to validate.
+std::string PercentDecode(std::string_view in, bool plus_is_space) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%' && i + 2 < in.size()) {
+      int hi = HexValue(in[i + 1]);
+      int lo = HexValue(in[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(plus_is_space && c == '+' ? ' ' : c);
+  }
+  return out;
+}
+
+std::string PeerString(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+struct ListenAddress {
+  std::string host;  // "" = all interfaces
+  std::string port;
+};
+
+Result<ListenAddress> ParseListen(std::string_view listen) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument("listen address '" + std::string(listen) + "': " + std::string(why) +
+                           "; use HOST:PORT, :PORT or [IPV6]:PORT");
+  };
+  ListenAddress out;
+  std::string_view port;
+  if (!listen.empty() && listen[0] == '[') {
+    size_t close = listen.find(']');
+    if (close == std::string_view::npos) return bad("missing ']'");
+    out.host = std::string(listen.substr(1, close - 1));
+    if (close + 1 >= listen.size() || listen[close + 1] != ':') return bad("missing ':PORT'");
+    port = listen.substr(close + 2);
+    if (out.host.empty()) return bad("empty IPv6 address");
+  } else {
+    size_t colon = listen.rfind(':');
+    if (colon == std::string_view::npos) return bad("missing ':PORT'");
+    out.host = std::string(listen.substr(0, colon));
+    if (out.host.find(':') != std::string::npos) return bad("IPv6 addresses need brackets");
+    port = listen.substr(colon + 1);
+  }
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return bad("the port must be a number 0-65535");
+  }
+  if (std::stoul(std::string(port)) > 65535) return bad("the port must be a number 0-65535");
+  out.port = std::string(port);
+  return out;
+}
+
+}  // namespace
+
+const std::string* ServerRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (IEquals(k, name)) return &v;
+  }
+  return nullptr;
+}
+
+std::string ServerRequest::QueryParam(std::string_view name) const {
+  std::string_view q = query;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    size_t eq = pair.find('=');
+    std::string key = PercentDecode(pair.substr(0, eq), true);
+    if (key == name) {
+      return eq == std::string_view::npos ? std::string()
+                                          : PercentDecode(pair.substr(eq + 1), true);
+    }
+  }
+  return "";
+}
+
+struct Server::Impl {
+  struct Conn {
+    int fd = -1;
+    std::string peer;
+    std::string in;          // received, not yet consumed
+    size_t scanned = 0;      // ScanHead progress
+    size_t head_end = 0;     // > 0 once a complete head is in `in`
+    uint64_t body_len = 0;   // Content-Length of the current request
+    bool keep_alive = true;  // of the current request
+    bool http10 = false;
+    ServerRequest request;
+    bool request_started = false;  // bytes of a request have arrived
+    SteadyClock::time_point request_start;
+    SteadyClock::time_point last_activity;
+    // Output: head then body, written with writev so bodies are not copied.
+    std::string out_head;
+    std::string out_body;
+    size_t out_off = 0;  // bytes of head+body already sent
+    bool close_after_write = false;
+    bool peer_closed = false;
+    bool Writing() const { return out_off < out_head.size() + out_body.size(); }
+  };
+
+  std::vector<std::pair<std::string, Handler>> routes;
+  ServerOptions options;
+  int listen_fd = -1;
+  int wake[2] = {-1, -1};
+  std::thread thread;
+  std::atomic<uint16_t> port{0};
+  std::atomic<bool> stopping{false};
+  bool started = false;
+  std::vector<std::unique_ptr<Conn>> conns;
+
+  ~Impl() { Stop(); }
+
+  Status Bind() {
+    ASSIGN_OR_RETURN(ListenAddress addr, ParseListen(options.listen));
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    // For "all interfaces" prefer the IPv6 wildcard (dual-stack), then IPv4.
+    int rc = ::getaddrinfo(addr.host.empty() ? nullptr : addr.host.c_str(), addr.port.c_str(),
+                           &hints, &res);
+    if (rc != 0) {
+      return InvalidArgument("listen address '" + options.listen + "': " + ::gai_strerror(rc));
+    }
+    std::vector<addrinfo*> candidates;
+    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+      if (ai->ai_family == AF_INET6 || ai->ai_family == AF_INET) candidates.push_back(ai);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [](addrinfo* a, addrinfo* b) {
+      return a->ai_family == AF_INET6 && b->ai_family != AF_INET6;
+    });
+    int last_err = EADDRNOTAVAIL;
+    for (addrinfo* ai : candidates) {
+      int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        last_err = errno;
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (ai->ai_family == AF_INET6 && addr.host.empty()) {
+        int zero = 0;
+        ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      }
+      if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+        port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+        listen_fd = fd;
+        break;
+      }
+      last_err = errno;
+      ::close(fd);
+    }
+    ::freeaddrinfo(res);
+    if (listen_fd < 0) {
+      return Unavailable("cannot listen on " + options.listen + ": " + std::strerror(last_err) +
+                         "; pick another address or port");
+    }
+    return Status::Ok();
+  }
+
+  void Stop() {
+    if (!started) return;
+    started = false;
+    stopping = true;
+    char b = 'x';
+    (void)!::write(wake[1], &b, 1);
+    if (thread.joinable()) thread.join();
+    for (auto& c : conns) ::close(c->fd);
+    conns.clear();
+    ::close(listen_fd);
+    ::close(wake[0]);
+    ::close(wake[1]);
+    listen_fd = wake[0] = wake[1] = -1;
+  }
+
+  const Handler* Route(std::string_view path) const {
+    const Handler* best = nullptr;
+    size_t best_len = 0;
+    for (const auto& [prefix, handler] : routes) {
+      if (path.substr(0, prefix.size()) != prefix) continue;
+      // "/metrics" matches "/metrics" and "/metrics/x" but not "/metricsx".
+      bool boundary =
+          path.size() == prefix.size() || prefix.back() == '/' || path[prefix.size()] == '/';
+      if (!boundary) continue;
+      if (best == nullptr || prefix.size() > best_len) {
+        best = &handler;
+        best_len = prefix.size();
+      }
+    }
+    return best;
+  }
+
+  // Queues a response. `head_only` (HEAD requests) keeps Content-Length but
+  // sends no body.
+  void Respond(Conn* c, ServerResponse&& resp, bool keep_alive, bool http10, bool head_only) {
+    std::string& h = c->out_head;
+    h.clear();
+    h.append("HTTP/1.1 ").append(std::to_string(resp.status)).append(" ");
+    h.append(ReasonPhrase(resp.status)).append("\r\n");
+    h.append("Content-Type: ").append(resp.content_type).append("\r\n");
+    h.append("Content-Length: ").append(std::to_string(resp.body.size())).append("\r\n");
+    for (const auto& [k, v] : resp.headers) {
+      // A handler must not be able to split the response.
+      if (k.find_first_of("\r\n:") != std::string::npos ||
+          v.find_first_of("\r\n") != std::string::npos) {
+        continue;
+      }
+      h.append(k).append(": ").append(v).append("\r\n");
+    }
+    if (!keep_alive) {
+      h.append("Connection: close\r\n");
+    } else if (http10) {
+      h.append("Connection: keep-alive\r\n");
+    }
+    h.append("\r\n");
+    if (head_only) {
+      c->out_body.clear();
+    } else {
+      c->out_body = std::move(resp.body);
+    }
+    c->out_off = 0;
+    c->close_after_write = !keep_alive;
+  }
+
+  void RespondError(Conn* c, int status, std::string_view message) {
+    ServerResponse resp;
+    resp.status = status;
+    resp.body = std::string(message) + "\n";
+    Respond(c, std::move(resp), /*keep_alive=*/false, false, false);
+    // Whatever else the client sent is not parsed.
+    c->in.clear();
+  }
+
+  void ResetRequestState(Conn* c) {
+    c->in.erase(0, c->head_end + c->body_len);
+    c->scanned = 0;
+    c->head_end = 0;
+    c->body_len = 0;
+    c->request_started = !c->in.empty();
+    c->request_start = SteadyClock::now();
+  }
+
+  // Parses and dispatches as many buffered requests as possible, one at a
+  // time: the next is looked at only once the previous response is sent.
+  void Process(Conn* c) {
+    while (!c->Writing() && !c->close_after_write && !c->in.empty()) {
+      if (c->head_end == 0) {
+        size_t end = 0;
+        HeadScan scan = ScanHead(c->in, &c->scanned, options.max_header_bytes, &end);
+        if (scan == HeadScan::kIncomplete) return;
+        if (scan == HeadScan::kTooLarge) {
+          RespondError(
+              c, 431,
+              "request head larger than " + std::to_string(options.max_header_bytes) + " bytes");
+          return;
+        }
+        if (scan == HeadScan::kBareLf) {
+          RespondError(c, 400, "bare LF in request head; lines must end with CRLF");
+          return;
+        }
+        auto head = ParseRequestHead(std::string_view(c->in).substr(0, end));
+        if (!head.ok()) {
+          Status st = head.status();  // status() returns a copy: keep it alive
+          const std::string& msg = st.message();
+          RespondError(c, msg.find("unsupported HTTP version") != std::string::npos ? 505 : 400,
+                       msg);
+          return;
+        }
+        if (head->framing == BodyFraming::kChunked) {
+          RespondError(c, 411, "chunked request bodies are not accepted; send Content-Length");
+          return;
+        }
+        if (head->content_length > options.max_body_bytes) {
+          RespondError(c, 413,
+                       "request body of " + std::to_string(head->content_length) +
+                           " bytes is larger than the limit of " +
+                           std::to_string(options.max_body_bytes));
+          return;
+        }
+        ServerRequest& r = c->request;
+        r.method.assign(head->method);
+        r.target.assign(head->target);
+        r.path = PercentDecode(head->path, false);
+        r.query.assign(head->query);
+        r.headers.clear();
+        for (const auto& hv : head->headers) r.headers.emplace_back(hv.name, hv.value);
+        r.peer = c->peer;
+        c->head_end = end;
+        c->body_len = head->framing == BodyFraming::kContentLength ? head->content_length : 0;
+        c->keep_alive = head->keep_alive;
+        c->http10 = head->minor_version == 0;
+        if (head->expect_continue && c->in.size() < c->head_end + c->body_len) {
+          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          // Best effort and tiny: the socket buffer of a fresh exchange has room.
+          (void)!::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
+        }
+      }
+      if (c->in.size() < c->head_end + c->body_len) return;  // body incomplete
+      ServerRequest& r = c->request;
+      r.body.assign(c->in, c->head_end, c->body_len);
+      bool keep_alive = c->keep_alive && !stopping;
+      bool http10 = c->http10;
+      ServerResponse resp;
+      const Handler* handler = Route(r.path);
+      if (handler == nullptr) {
+        resp.status = 404;
+        resp.content_type = "application/json";
+        resp.body = nlohmann::json{{"error", "no handler for " + r.path}}.dump() + "\n";
+      } else {
+        try {
+          (*handler)(r, &resp);
+        } catch (const std::exception& e) {
+          resp = ServerResponse();
+          resp.status = 500;
+          resp.body = std::string("internal error: ") + e.what() + "\n";
+        } catch (...) {
+          resp = ServerResponse();
+          resp.status = 500;
+          resp.body = "internal error\n";
+        }
+      }
+      Respond(c, std::move(resp), keep_alive, http10, r.method == "HEAD");
+      ResetRequestState(c);
+      Flush(c);
+    }
+  }
+
+  // Drops the connection without sending anything more.
+  static void Abort(Conn* c) {
+    c->out_off = c->out_head.size() + c->out_body.size();
+    c->peer_closed = true;
+    c->in.clear();
+  }
+
+  // Writes what the socket takes now. Returns false when the connection broke.
+  bool Flush(Conn* c) {
+    while (c->Writing()) {
+      iovec iov[2];
+      int n = 0;
+      size_t off = c->out_off;
+      if (off < c->out_head.size()) {
+        iov[n++] = {c->out_head.data() + off, c->out_head.size() - off};
+        off = 0;
+      } else {
+        off -= c->out_head.size();
+      }
+      if (off < c->out_body.size()) iov[n++] = {c->out_body.data() + off, c->out_body.size() - off};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n;
+      ssize_t sent = ::sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        Abort(c);
+        return false;
+      }
+      c->out_off += static_cast<size_t>(sent);
+      c->last_activity = SteadyClock::now();
+    }
+    return true;
+  }
+
+  // Reads what is available. Returns false on EOF or error.
+  bool ReadSome(Conn* c) {
+    char buf[16384];
+    for (;;) {
+      ssize_t n = ::recv(c->fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        if (!c->request_started) {
+          c->request_started = true;
+          c->request_start = SteadyClock::now();
+        }
+        c->in.append(buf, static_cast<size_t>(n));
+        c->last_activity = SteadyClock::now();
+        if (static_cast<size_t>(n) < sizeof buf) return true;
+        // Bound what one client can make us buffer before we parse.
+        if (c->in.size() > options.max_header_bytes + options.max_body_bytes + sizeof buf) {
+          return true;
+        }
+        continue;
+      }
+      if (n == 0) return false;
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+  }
+
+  void Accept() {
+    for (;;) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or a transient error such as EMFILE: retry next round
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (static_cast<int>(conns.size()) >= options.max_connections) {
+        static constexpr std::string_view kBusy =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Content-Length: 28\r\nConnection: close\r\n\r\ntoo many connections, retry\n";
+        (void)!::send(fd, kBusy.data(), kBusy.size(), MSG_NOSIGNAL);
+        ::close(fd);
+        continue;
+      }
+      auto c = std::make_unique<Conn>();
+      c->fd = fd;
+      c->peer = PeerString(ss);
+      c->last_activity = SteadyClock::now();
+      conns.push_back(std::move(c));
+    }
+  }
+
+  void Loop() {
+    std::vector<pollfd> fds;
+    while (!stopping) {
+      fds.clear();
+      fds.push_back({wake[0], POLLIN, 0});
+      fds.push_back({listen_fd, POLLIN, 0});
+      auto now = SteadyClock::now();
+      auto next_deadline = now + std::chrono::seconds(10);
+      for (auto& c : conns) {
+        short ev = c->Writing() ? POLLOUT : POLLIN;
+        fds.push_back({c->fd, ev, 0});
+        auto deadline = c->Writing()         ? c->last_activity + options.read_timeout
+                        : c->request_started ? c->request_start + options.read_timeout
+                                             : c->last_activity + options.idle_timeout;
+        next_deadline = std::min(next_deadline, deadline);
+      }
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now);
+      int timeout = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 0, 10000));
+      int rc = ::poll(fds.data(), fds.size(), timeout);
+      if (rc < 0 && errno != EINTR) break;
+      if (stopping) break;
+      if (fds[1].revents & POLLIN) Accept();
+      now = SteadyClock::now();
+      // fds[2 + i] belongs to conns[i] (accepted connections were appended after).
+      for (size_t i = 0; i + 2 < fds.size(); ++i) {
+        Conn* c = conns[i].get();
+        short re = fds[i + 2].revents;
+        if (re & (POLLERR | POLLNVAL)) {
+          Abort(c);
+          continue;
+        }
+        if (c->Writing()) {
+          if (re & (POLLOUT | POLLHUP)) Flush(c);
+        } else if (re & (POLLIN | POLLHUP)) {
+          if (!ReadSome(c)) c->peer_closed = true;
+          Process(c);
+        }
+        if (!c->Writing() && !c->close_after_write && !c->in.empty()) Process(c);
+      }
+      // Timeouts and closes.
+      now = SteadyClock::now();
+      for (auto& c : conns) {
+        if (c->peer_closed && !c->Writing()) continue;
+        if (c->Writing()) {
+          if (now - c->last_activity > options.read_timeout) Abort(c.get());
+        } else if (c->request_started) {
+          if (now - c->request_start > options.read_timeout && !c->close_after_write) {
+            RespondError(c.get(), 408,
+                         "request not received within " +
+                             std::to_string(options.read_timeout.count()) + " ms");
+            Flush(c.get());
+          }
+        } else if (!c->close_after_write && now - c->last_activity > options.idle_timeout) {
+          c->peer_closed = true;
+        }
+      }
+      std::erase_if(conns, [](const std::unique_ptr<Conn>& c) {
+        bool done = (c->peer_closed || c->close_after_write) && !c->Writing();
+        if (done) ::close(c->fd);
+        return done;
+      });
+    }
+  }
+};
+
+Server::Server() : impl_(std::make_unique<Impl>()) {}
+Server::~Server() { Stop(); }
+
+void Server::Handle(std::string prefix, Handler handler) {
+  if (prefix.empty()) prefix = "/";
+  impl_->routes.emplace_back(std::move(prefix), std::move(handler));
+}
+
+Status Server::Start(const ServerOptions& options) {
+  if (impl_->started) return FailedPrecondition("http server already started; call Stop() first");
+  impl_->options = options;
+  if (options.max_connections < 1) {
+    return InvalidArgument("max_connections " + std::to_string(options.max_connections) +
+                           " must be at least 1");
+  }
+  RETURN_IF_ERROR(impl_->Bind());
+  if (::pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(impl_->listen_fd);
+    impl_->listen_fd = -1;
+    return IoError("http server wake pipe", err);
+  }
+  impl_->stopping = false;
+  impl_->started = true;
+  impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
+  return Status::Ok();
+}
+
+void Server::Stop() { impl_->Stop(); }
+
+uint16_t Server::port() const { return impl_->port; }
+
+}  // namespace gantry::http

@@ -1,0 +1,372 @@
+#include "gantry/core/http_server.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "gantry/core/http_client.h"
+
+namespace gantry::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A raw TCP client so tests can send exactly the bytes they mean (malformed,
+// pipelined, partial) and see exactly what comes back.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+
+  void Send(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  // Reads one response (head + Content-Length body). "" when the server
+  // closed first or nothing came within 10 s.
+  std::string ReadResponse() {
+    for (;;) {
+      size_t head_end = buf_.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        size_t body_len = 0;
+        size_t cl = buf_.find("Content-Length: ");
+        if (cl != std::string::npos && cl < head_end) body_len = std::stoul(buf_.substr(cl + 16));
+        size_t total = head_end + 4 + body_len;
+        if (buf_.compare(0, 12, "HTTP/1.1 100") == 0) total = head_end + 4;
+        if (buf_.size() >= total) {
+          std::string out = buf_.substr(0, total);
+          buf_.erase(0, total);
+          return out;
+        }
+      }
+      if (!ReadMore()) return "";
+    }
+  }
+
+  // Everything until the server closes (or 10 s of silence).
+  std::string ReadAll() {
+    while (ReadMore()) {
+    }
+    return std::move(buf_);
+  }
+
+  // True when the server closed the connection (EOF) within 10 s.
+  bool ClosedByServer() {
+    while (ReadMore()) {
+    }
+    return eof_;
+  }
+
+ private:
+  bool ReadMore() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 10'000) <= 0) return false;
+    char b[65536];
+    ssize_t n = ::recv(fd_, b, sizeof b, 0);
+    if (n <= 0) {
+      eof_ = true;
+      return false;
+    }
+    buf_.append(b, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  bool eof_ = false;
+  std::string buf_;
+};
+
+Result<Response> Fetch(const std::string& url, int seconds) {
+  Request r;
+  r.url = url;
+  r.deadline = std::chrono::seconds(seconds);
+  return Get(r);
+}
+
+std::string BodyOf(const std::string& response) {
+  size_t p = response.find("\r\n\r\n");
+  return p == std::string::npos ? "" : response.substr(p + 4);
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions options = {}) {
+    server_.Handle("/", [](const ServerRequest& req, ServerResponse* resp) {
+      resp->body = "root:" + req.path;
+    });
+    server_.Handle("/api", [](const ServerRequest& req, ServerResponse* resp) {
+      resp->content_type = "application/json";
+      resp->body =
+          "api:" + req.method + ":" + req.path + ":" + req.QueryParam("q") + ":" + req.body;
+      const std::string* h = req.Header("x-test");
+      if (h != nullptr) resp->headers.emplace_back("X-Echo", *h);
+    });
+    server_.Handle("/api/v1", [](const ServerRequest& req, ServerResponse* resp) {
+      resp->body = "v1:" + req.path + ":" + req.peer.substr(0, 10);
+    });
+    server_.Handle("/throw",
+                   [](const ServerRequest&, ServerResponse*) { throw std::runtime_error("boom"); });
+    server_.Handle("/big", [](const ServerRequest&, ServerResponse* resp) {
+      resp->body.assign(8 << 20, 'x');
+      resp->body.back() = 'y';
+    });
+    ASSERT_TRUE(server_.Start(options).ok());
+    ASSERT_NE(server_.port(), 0);
+  }
+  std::string Url(const std::string& target) {
+    return "http://127.0.0.1:" + std::to_string(server_.port()) + target;
+  }
+  Server server_;
+};
+
+TEST_F(ServerTest, RoutesByLongestPrefixOnSegmentBoundaries) {
+  StartServer();
+  auto get = [&](const std::string& target) {
+    auto r = Fetch(Url(target), 5);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->body : std::string("<error>");
+  };
+  EXPECT_EQ(get("/"), "root:/");
+  EXPECT_EQ(get("/index.html"), "root:/index.html");
+  EXPECT_THAT(get("/api"), StartsWith("api:GET:/api:"));
+  EXPECT_THAT(get("/api/x"), StartsWith("api:GET:/api/x:"));
+  EXPECT_EQ(get("/apix"), "root:/apix");
+  EXPECT_THAT(get("/api/v1/models"), StartsWith("v1:/api/v1/models:127.0.0.1"));
+  EXPECT_EQ(get("/a%20b"), "root:/a b");
+}
+
+TEST(ServerNoRootTest, UnmatchedPathIs404Json) {
+  Server server;
+  server.Handle("/metrics", [](const ServerRequest&, ServerResponse* resp) { resp->body = "m"; });
+  ASSERT_TRUE(server.Start({}).ok());
+  auto r = Fetch("http://127.0.0.1:" + std::to_string(server.port()) + "/nope", 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(*r->FindHeader("content-type"), "application/json");
+  EXPECT_THAT(r->body, HasSubstr("\"error\""));
+  EXPECT_THAT(r->body, HasSubstr("/nope"));
+}
+
+TEST_F(ServerTest, QueryHeadersBodyAndExtraResponseHeaders) {
+  StartServer();
+  Request req;
+  req.method = "POST";
+  req.url = Url("/api/items?x=1&q=hello+w%6Frld");
+  req.headers = {{"X-Test", "abc"}};
+  req.deadline = std::chrono::seconds(5);
+  req.body = "payload";
+  auto r = Send(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "api:POST:/api/items:hello world:payload");
+  ASSERT_NE(r->FindHeader("x-echo"), nullptr);
+  EXPECT_EQ(*r->FindHeader("x-echo"), "abc");
+  EXPECT_EQ(*r->FindHeader("content-type"), "application/json");
+}
+
+TEST(ServerRequestTest, QueryParamDecodesAndDefaultsToEmpty) {
+  ServerRequest r;
+  r.query = "a=1&b=x%2Fy&c&d=&e=a+b";
+  EXPECT_EQ(r.QueryParam("a"), "1");
+  EXPECT_EQ(r.QueryParam("b"), "x/y");
+  EXPECT_EQ(r.QueryParam("c"), "");
+  EXPECT_EQ(r.QueryParam("d"), "");
+  EXPECT_EQ(r.QueryParam("e"), "a b");
+  EXPECT_EQ(r.QueryParam("zzz"), "");
+  r.headers = {{"Accept", "text/plain"}};
+  ASSERT_NE(r.Header("accept"), nullptr);
+  EXPECT_EQ(r.Header("X"), nullptr);
+}
+
+TEST_F(ServerTest, KeepAliveServesSeveralAndPipelinedRequestsOnOneConnection) {
+  StartServer();
+  RawClient c(server_.port());
+  ASSERT_TRUE(c.connected());
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r1 = c.ReadResponse();
+  EXPECT_THAT(r1, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_EQ(BodyOf(r1), "root:/a");
+  EXPECT_THAT(r1, ::testing::Not(HasSubstr("Connection: close")));
+  // Two pipelined requests in one write, the second with a body.
+  c.Send(
+      "GET /b HTTP/1.1\r\nHost: x\r\n\r\nPOST /api HTTP/1.1\r\nHost: x\r\n"
+      "Content-Length: 3\r\n\r\nxyz");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "root:/b");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "api:POST:/api::xyz");
+  c.Send("GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::string r3 = c.ReadResponse();
+  EXPECT_EQ(BodyOf(r3), "root:/c");
+  EXPECT_THAT(r3, HasSubstr("Connection: close\r\n"));
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+TEST_F(ServerTest, Http10KeepAliveOnlyWhenAsked) {
+  StartServer();
+  RawClient c(server_.port());
+  c.Send("GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  std::string r = c.ReadResponse();
+  EXPECT_THAT(r, HasSubstr("Connection: keep-alive\r\n"));
+  c.Send("GET /y HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "root:/y");
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+TEST_F(ServerTest, RequestSplitAcrossWritesIsAssembled) {
+  StartServer();
+  RawClient c(server_.port());
+  c.Send("POST /api HT");
+  ::usleep(20'000);
+  c.Send("TP/1.1\r\nHost: x\r\nContent-Le");
+  ::usleep(20'000);
+  c.Send("ngth: 5\r\n\r\nab");
+  ::usleep(20'000);
+  c.Send("cde");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "api:POST:/api::abcde");
+}
+
+TEST_F(ServerTest, HeadHasLengthButNoBody) {
+  StartServer();
+  RawClient c(server_.port());
+  c.Send("HEAD /abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::string all = c.ReadAll();
+  EXPECT_THAT(all, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(all, HasSubstr("Content-Length: 9\r\n"));  // "root:/abc"
+  EXPECT_EQ(BodyOf(all), "");
+}
+
+TEST_F(ServerTest, MalformedRequestsGet4xxAndClose) {
+  StartServer({.max_header_bytes = 1024, .max_body_bytes = 100});
+  struct Case {
+    std::string request;
+    std::string status;
+  } cases[] = {
+      {"POST /api HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "411"},
+      {"GET /a HTTP/1.1\r\nHost x\r\n\r\n", "400"},
+      {"GET /a HTTP/1.1\nHost: x\n\n", "400"},
+      {"GET /../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+      {"GET /a HTTP/1.1\r\nX: " + std::string(2000, 'a') + "\r\n\r\n", "431"},
+      {"POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n", "413"},
+      {"POST /api HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", "400"},
+      {"GET /a HTTP/2.0\r\nHost: x\r\n\r\n", "505"},
+  };
+  for (const auto& tc : cases) {
+    RawClient c(server_.port());
+    c.Send(tc.request);
+    std::string r = c.ReadResponse();
+    EXPECT_THAT(r, StartsWith("HTTP/1.1 " + tc.status + " ")) << tc.request.substr(0, 60);
+    EXPECT_THAT(r, HasSubstr("Connection: close")) << tc.request.substr(0, 60);
+    EXPECT_TRUE(c.ClosedByServer()) << tc.request.substr(0, 60);
+  }
+  // The server still works afterwards.
+  auto ok = Fetch(Url("/fine"), 5);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->body, "root:/fine");
+}
+
+TEST_F(ServerTest, SlowClientGets408AndDoesNotStallOthers) {
+  StartServer({.read_timeout = std::chrono::milliseconds(300)});
+  RawClient slow(server_.port());
+  slow.Send("GET /slow HTTP/1.1\r\nHost: x\r\n");  // head never ends
+  // Another client is served while the slow one hangs.
+  auto r = Fetch(Url("/other"), 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "root:/other");
+  std::string resp = slow.ReadResponse();
+  EXPECT_THAT(resp, StartsWith("HTTP/1.1 408 "));
+  EXPECT_TRUE(slow.ClosedByServer());
+}
+
+TEST_F(ServerTest, IdleKeepAliveConnectionIsClosedQuietly) {
+  StartServer({.idle_timeout = std::chrono::milliseconds(200)});
+  RawClient c(server_.port());
+  c.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "root:/a");
+  EXPECT_TRUE(c.ClosedByServer());
+  EXPECT_EQ(c.ReadResponse(), "");  // no 408 for an idle connection
+}
+
+TEST_F(ServerTest, ExpectContinueGets100ThenTheResponse) {
+  StartServer();
+  RawClient c(server_.port());
+  c.Send("POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_THAT(c.ReadResponse(), StartsWith("HTTP/1.1 100 Continue\r\n"));
+  c.Send("hi");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "api:POST:/api::hi");
+}
+
+TEST_F(ServerTest, HandlerExceptionIs500AndLargeBodiesArriveWhole) {
+  StartServer();
+  auto r = Fetch(Url("/throw"), 5);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 500);
+  EXPECT_THAT(r->body, HasSubstr("boom"));
+  auto big = Fetch(Url("/big"), 20);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  ASSERT_EQ(big->body.size(), 8u << 20);
+  EXPECT_EQ(big->body.back(), 'y');
+}
+
+TEST_F(ServerTest, ConnectionsBeyondTheLimitGet503) {
+  StartServer({.max_connections = 1});
+  RawClient first(server_.port());
+  first.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(BodyOf(first.ReadResponse()), "root:/a");  // `first` is now held open
+  RawClient second(server_.port());
+  second.Send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(second.ReadResponse(), StartsWith("HTTP/1.1 503 "));
+}
+
+TEST(ServerStartTest, BadListenAddressesAndBusyPorts) {
+  for (const char* bad : {"nonsense", "127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000", "::1:80",
+                          "[::1", "[]:80", "999.1.1.1:80"}) {
+    Server s;
+    Status st = s.Start({.listen = bad});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad << " " << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr(bad));
+  }
+  Server a;
+  ASSERT_TRUE(a.Start({.listen = "127.0.0.1:0"}).ok());
+  Server b;
+  std::string addr = "127.0.0.1:" + std::to_string(a.port());
+  Status st = b.Start({.listen = addr});
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(addr));
+}
+
+TEST(ServerStartTest, AllInterfacesAndStopIsIdempotent) {
+  Server s;
+  s.Handle("/", [](const ServerRequest&, ServerResponse* r) { r->body = "ok"; });
+  ASSERT_TRUE(s.Start({.listen = ":0"}).ok());
+  RawClient held(s.port());  // an open connection does not block Stop
+  auto r = Fetch("http://127.0.0.1:" + std::to_string(s.port()) + "/", 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "ok");
+  s.Stop();
+  s.Stop();
+  EXPECT_TRUE(held.ClosedByServer());
+}
+
+}  // namespace
+}  // namespace gantry::http
