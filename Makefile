@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift fuzz format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz format clean
 
 all: build
 
@@ -47,6 +47,12 @@ bench-gateway: build
 
 bench-drift: build
 	BUILD_DIR=$(BUILD) bash bench/drift.sh
+
+bench-agent: build
+	BUILD_DIR=$(BUILD) bash bench/agent.sh
+
+bench-storage: build
+	BUILD_DIR=$(BUILD) bash bench/storage.sh
 
 # libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
