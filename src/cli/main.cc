@@ -73,6 +73,7 @@ int Main(int argc, char** argv) {
   RegisterDrift(app, &action);
   RegisterAgent(app, &action);
   RegisterReport(app, &action);
+  RegisterStorage(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

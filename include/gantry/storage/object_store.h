@@ -93,6 +93,10 @@ struct StoreOptions {
   RetryPolicy retry;
   // Creates the container (or directory) on first use when missing.
   bool create_container = true;
+  // Blob: send Content-MD5 with every Put Blob / Put Block so that the service
+  // verifies each block it stores (DataLoss on a mismatch). Costs an MD5 of
+  // the data on both ends; turn off only where the transport is trusted.
+  bool content_md5 = true;
 };
 
 // Streams bytes for PutStream: fills `buf` and returns how many bytes it

@@ -1,0 +1,191 @@
+// Test support: runs Azurite's Blob service (node_modules/.bin/azurite-blob
+// from the repository, see package.json) on a free 127.0.0.1 port with a
+// temporary --location, for integration tests of anything that talks Blob.
+//
+//   gantry::storage::testing::AzuriteFixture azurite;
+//   gantry::Status s = azurite.Start();
+//   ASSERT_TRUE(s.ok()) << s.ToString();
+//   StoreOptions o; o.container = "ckpts";
+//   auto store = OpenObjectStore(azurite.connection_string(), o);
+//
+// Start() fails (FailedPrecondition naming the tool and what to run) when
+// azurite-blob or node is missing, and Unavailable with the tail of Azurite's
+// log when it does not report "listens on" within 30 s. The destructor stops
+// the process (SIGTERM, then SIGKILL) and removes the temporary directory.
+// Restart() starts again on the same port and --location (data survives a
+// graceful Stop(); Kill() is a crash). Not thread-safe: drive it from one thread.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gantry/core/status.h"
+
+#ifndef GANTRY_SOURCE_DIR
+#error "azurite_fixture.h needs the GANTRY_SOURCE_DIR compile definition (set by gantry_add_test)"
+#endif
+
+namespace gantry::storage::testing {
+
+class AzuriteFixture {
+ public:
+  static constexpr const char* kAccount = "devstoreaccount1";
+  static constexpr const char* kKey =
+      "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+  AzuriteFixture() = default;
+  AzuriteFixture(const AzuriteFixture&) = delete;
+  AzuriteFixture& operator=(const AzuriteFixture&) = delete;
+  ~AzuriteFixture() {
+    Stop();
+    if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  // The azurite-blob executable this fixture runs.
+  static std::string ToolPath() {
+    return std::string(GANTRY_SOURCE_DIR) + "/node_modules/.bin/azurite-blob";
+  }
+
+  // Starts Azurite on `port` (0: a free port chosen by Azurite). Idempotent
+  // while running.
+  Status Start(uint16_t port = 0) {
+    if (pid_ > 0) return Status::Ok();
+    std::string tool = ToolPath();
+    if (::access(tool.c_str(), X_OK) != 0) {
+      return FailedPrecondition("Azurite is missing: " + tool +
+                                " not found; run `npm ci` in " GANTRY_SOURCE_DIR
+                                " (package.json pins azurite)");
+    }
+    if (::access("/usr/bin/node", X_OK) != 0 &&
+        std::system("command -v node >/dev/null 2>&1") != 0) {
+      return FailedPrecondition("node is missing: azurite-blob needs Node.js on PATH");
+    }
+    if (dir_.empty()) {
+      std::string t = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                      "/gantry-azurite-XXXXXX";
+      if (::mkdtemp(t.data()) == nullptr) return IoError("mkdtemp " + t, errno);
+      dir_ = t;
+      ::mkdir((dir_ + "/data").c_str(), 0755);
+    }
+    std::string log = dir_ + "/azurite.log";
+    std::string port_arg = std::to_string(port);
+    std::string location = dir_ + "/data";
+    std::vector<std::string> args = {tool,
+                                     "--blobHost",
+                                     "127.0.0.1",
+                                     "--blobPort",
+                                     port_arg,
+                                     "--location",
+                                     location,
+                                     "--silent",
+                                     "--skipApiVersionCheck",
+                                     "--loose",
+                                     "--disableTelemetry"};
+    ::unlink(log.c_str());  // so that an earlier run's "listens on" is never read
+    pid_t pid = ::fork();
+    if (pid < 0) return IoError("fork for azurite-blob", errno);
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(tool.c_str(), argv.data());
+      ::_exit(127);
+    }
+    pid_ = pid;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::string text = ReadLog();
+      constexpr std::string_view kMark = "listens on http://127.0.0.1:";
+      if (size_t at = text.find(kMark); at != std::string::npos) {
+        port_ = static_cast<uint16_t>(std::atoi(text.c_str() + at + kMark.size()));
+        if (port_ != 0) return Status::Ok();
+      }
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Unavailable("azurite-blob (" + tool + ") exited before listening; its log:\n" +
+                           Tail(text));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::string text = ReadLog();
+    Kill();
+    return Unavailable("azurite-blob (" + tool +
+                       ") did not report \"listens on\" within 30 s; log:\n" + Tail(text));
+  }
+
+  // Starts again on the same port and location (after Stop() or Kill()).
+  Status Restart() {
+    Stop();
+    return Start(port_);
+  }
+
+  // Graceful stop: SIGTERM, then SIGKILL after 5 s.
+  void Stop() { Signal(SIGTERM, std::chrono::seconds(5)); }
+  // A crash: SIGKILL now.
+  void Kill() { Signal(SIGKILL, std::chrono::seconds(5)); }
+
+  bool running() const { return pid_ > 0; }
+  uint16_t port() const { return port_; }
+  const std::string& location() const { return dir_; }
+  std::string account() const { return kAccount; }
+  std::string key() const { return kKey; }
+  // "http://127.0.0.1:PORT/devstoreaccount1" (path-style, as Azurite wants).
+  std::string endpoint() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/" + kAccount;
+  }
+  std::string connection_string() const {
+    return std::string("DefaultEndpointsProtocol=http;AccountName=") + kAccount +
+           ";AccountKey=" + kKey + ";BlobEndpoint=" + endpoint() + ";";
+  }
+
+ private:
+  std::string ReadLog() const {
+    std::ifstream in(dir_ + "/azurite.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  static std::string Tail(const std::string& s) {
+    return s.size() > 2000 ? s.substr(s.size() - 2000) : s;
+  }
+  void Signal(int sig, std::chrono::seconds grace) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    auto deadline = std::chrono::steady_clock::now() + grace;
+    int st = 0;
+    while (::waitpid(pid_, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  std::string dir_;
+};
+
+}  // namespace gantry::storage::testing
