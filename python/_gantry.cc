@@ -13,6 +13,7 @@
 // A non-OK Status becomes gantry.CheckpointError with `code` set to the
 // status code's name ("data_loss", "not_found", ...), except InvalidArgument,
 // which becomes ValueError.
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -124,11 +125,33 @@ py::dict InfoToDict(const ckpt::CheckpointInfo& info) {
   return d;
 }
 
+// A Scheduled Event as a dict: the document's fields plus "not_before_unix"
+// (seconds since the epoch, None when NotBefore is blank).
+py::dict EventToDict(const ScheduledEvent& e) {
+  py::dict d;
+  d["event_id"] = e.event_id;
+  d["event_type"] = e.event_type;
+  d["resource_type"] = e.resource_type;
+  d["resources"] = e.resources;
+  d["event_status"] = e.event_status;
+  d["not_before"] = e.not_before_text;
+  d["not_before_unix"] =
+      e.not_before ? py::object(py::float_(
+                         std::chrono::duration<double>(e.not_before->time_since_epoch()).count()))
+                   : py::object(py::none());
+  d["description"] = e.description;
+  d["event_source"] = e.event_source;
+  d["duration_s"] = e.duration_s;
+  return d;
+}
+
 class Manager {
  public:
   Manager(const std::string& root, const std::string& run, int rank, int world_size, int keep_last,
           int64_t keep_every, int64_t keep_for_s, const std::string& verify, bool fallback,
-          size_t staging_bytes, size_t chunk_bytes, bool direct_io) {
+          size_t staging_bytes, size_t chunk_bytes, bool direct_io, const std::string& persist,
+          const std::string& container, int persist_keep_last, int64_t persist_keep_every,
+          int64_t persist_keep_for_s) {
     ckpt::Options options;
     options.root = root;
     options.run = run;
@@ -142,6 +165,11 @@ class Manager {
     options.staging_bytes = staging_bytes;
     if (chunk_bytes != 0) options.chunk_bytes = chunk_bytes;
     options.direct_io = direct_io;
+    options.persist = persist;
+    options.store.container = container;
+    options.persist_retention.keep_last = persist_keep_last;
+    options.persist_retention.keep_every = persist_keep_every;
+    options.persist_retention.keep_for = std::chrono::seconds(persist_keep_for_s);
     py::gil_scoped_release release;
     manager_ = ValueOrThrow(ckpt::CheckpointManager::Open(std::move(options)));
   }
@@ -240,6 +268,80 @@ class Manager {
 
   std::string StepDir(int64_t step) { return get().StepDir(step); }
 
+  void WaitForUploads() {
+    ckpt::CheckpointManager& manager = get();
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = manager.WaitForUploads();
+    }
+    ThrowIfError(status);
+  }
+
+  py::dict UploadStatus() {
+    ckpt::UploadStatus s = get().Uploads();
+    py::dict d;
+    d["enabled"] = s.enabled;
+    d["store"] = s.store;
+    d["pending"] = s.pending;
+    d["last_uploaded"] =
+        s.last_uploaded < 0 ? py::object(py::none()) : py::object(py::int_(s.last_uploaded));
+    d["bytes_uploaded"] = s.bytes_uploaded;
+    d["last_seconds"] = s.last_seconds;
+    d["last_error"] = s.last_error;
+    d["failed"] = s.failed;
+    return d;
+  }
+
+  std::vector<int64_t> PersistedSteps() {
+    ckpt::CheckpointManager& manager = get();
+    Result<std::vector<int64_t>> steps = Status();
+    {
+      py::gil_scoped_release release;
+      steps = manager.PersistedSteps();
+    }
+    return ValueOrThrow(std::move(steps));
+  }
+
+  // `fn(event_dict)` runs on the watcher thread with the GIL held. An
+  // exception in it is reported as unraisable (printed), never lost in C++.
+  void OnEviction(py::function fn, const std::string& endpoint, double interval_s,
+                  bool acknowledge) {
+    if (interval_s <= 0) throw py::value_error("interval must be positive seconds");
+    // The function is released with the GIL held, whichever thread drops
+    // the last copy of the C++ callback.
+    auto holder =
+        std::shared_ptr<py::function>(new py::function(std::move(fn)), [](py::function* f) {
+          py::gil_scoped_acquire gil;
+          delete f;
+        });
+    ScheduledEventsOptions options;
+    options.endpoint = endpoint;
+    options.interval = std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000));
+    ckpt::CheckpointManager& manager = get();
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = manager.OnEviction(
+          [holder](const ScheduledEvent& e) {
+            py::gil_scoped_acquire gil;
+            try {
+              (*holder)(EventToDict(e));
+            } catch (py::error_already_set& err) {
+              err.discard_as_unraisable("gantry CheckpointManager.on_eviction callback");
+            }
+          },
+          options, acknowledge);
+    }
+    ThrowIfError(status);
+  }
+
+  void StopEvictionWatcher() {
+    ckpt::CheckpointManager& manager = get();
+    py::gil_scoped_release release;
+    manager.StopEvictionWatcher();
+  }
+
   // Destroying the engine waits for an in-flight save; other Python threads
   // keep running meanwhile.
   ~Manager() {
@@ -302,11 +404,14 @@ PYBIND11_MODULE(_gantry, m) {
 
   py::class_<Manager>(m, "Manager")
       .def(py::init<const std::string&, const std::string&, int, int, int, int64_t, int64_t,
-                    const std::string&, bool, size_t, size_t, bool>(),
+                    const std::string&, bool, size_t, size_t, bool, const std::string&,
+                    const std::string&, int, int64_t, int64_t>(),
            py::arg("root"), py::arg("run"), py::arg("rank"), py::arg("world_size"),
            py::arg("keep_last"), py::arg("keep_every"), py::arg("keep_for_s"), py::arg("verify"),
            py::arg("fallback"), py::arg("staging_bytes"), py::arg("chunk_bytes"),
-           py::arg("direct_io"))
+           py::arg("direct_io"), py::arg("persist"), py::arg("container"),
+           py::arg("persist_keep_last"), py::arg("persist_keep_every"),
+           py::arg("persist_keep_for_s"))
       .def("save", &Manager::Save, py::arg("step"), py::arg("arrays"), py::arg("metadata"),
            py::arg("async_"))
       .def("wait", &Manager::Wait)
@@ -316,6 +421,12 @@ PYBIND11_MODULE(_gantry, m) {
       .def("verify", &Manager::Verify, py::arg("step"), py::arg("mode"))
       .def("prune", &Manager::Prune)
       .def("step_dir", &Manager::StepDir, py::arg("step"))
+      .def("wait_for_uploads", &Manager::WaitForUploads)
+      .def("upload_status", &Manager::UploadStatus)
+      .def("persisted_steps", &Manager::PersistedSteps)
+      .def("on_eviction", &Manager::OnEviction, py::arg("fn"), py::arg("endpoint"),
+           py::arg("interval_s"), py::arg("acknowledge"))
+      .def("stop_eviction_watcher", &Manager::StopEvictionWatcher)
       .def("close", &Manager::Close)
       .def_property_readonly("closed", &Manager::closed);
 

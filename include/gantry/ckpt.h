@@ -21,7 +21,8 @@ typedef enum {
   GANTRY_CKPT_IO_ERROR = 5,
   GANTRY_CKPT_FAILED_PRECONDITION = 6,
   GANTRY_CKPT_RESOURCE_EXHAUSTED = 7,
-  GANTRY_CKPT_INTERNAL = 8
+  GANTRY_CKPT_INTERNAL = 8,
+  GANTRY_CKPT_UNAVAILABLE = 9 /* an object store or IMDS did not answer (after retries) */
 } gantry_ckpt_status;
 
 /* Same numbering as gantry::ckpt::DType. */
@@ -61,6 +62,16 @@ const char* gantry_ckpt_last_error(void);
 /* keep_last 0 keeps everything; verify is "full", "sample" or "none" (NULL: full). */
 gantry_ckpt_status gantry_ckpt_open(const char* root, const char* run, int rank, int world_size,
                                     int keep_last, const char* verify, gantry_ckpt_manager** out);
+/* Like gantry_ckpt_open, with tiering: `persist` is an object-store URL
+ * ("az://acct/container/prefix", "file:///dir", a connection string; NULL or
+ * "" for none) that committed steps are uploaded to in the background, with
+ * its own retention (persist_keep_last, 0 keeps everything). `root` may
+ * itself be a remote URL (direct mode, no local disk). */
+gantry_ckpt_status gantry_ckpt_open_persist(const char* root, const char* run, int rank,
+                                            int world_size, int keep_last, const char* verify,
+                                            const char* persist, int persist_keep_last,
+                                            gantry_ckpt_manager** out);
+/* Closes the manager: waits for an in-flight save and for queued uploads. */
 void gantry_ckpt_close(gantry_ckpt_manager* m);
 
 /* metadata_json: a JSON object as text, or NULL. */
@@ -71,6 +82,16 @@ gantry_ckpt_status gantry_ckpt_save_async(gantry_ckpt_manager* m, int64_t step,
                                           const gantry_ckpt_tensor* tensors, size_t count,
                                           const char* metadata_json);
 gantry_ckpt_status gantry_ckpt_wait(gantry_ckpt_manager* m);
+/* Waits until every committed step is on the persist store; returns the
+ * first upload error not reported yet. */
+gantry_ckpt_status gantry_ckpt_wait_uploads(gantry_ckpt_manager* m);
+/* Called once per Preempt/Terminate/Redeploy Scheduled Event with the event
+ * as JSON (the IMDS document's fields), on the watcher thread. */
+typedef void (*gantry_ckpt_eviction_fn)(void* user, const char* event_json);
+/* Starts the Scheduled Events watcher (endpoint NULL: GANTRY_IMDS_ENDPOINT or
+ * http://169.254.169.254; polled every second). fn NULL stops it. */
+gantry_ckpt_status gantry_ckpt_on_eviction(gantry_ckpt_manager* m, const char* endpoint,
+                                           gantry_ckpt_eviction_fn fn, void* user);
 /* NOT_FOUND when no committed step verifies. */
 gantry_ckpt_status gantry_ckpt_latest(gantry_ckpt_manager* m, int64_t* step);
 

@@ -69,6 +69,18 @@ class CheckpointManager:
         the first save).
       chunk_bytes: checksum granularity (0: the library's default, 4 MiB).
       direct_io: write shards with O_DIRECT where the filesystem supports it.
+      persist: object-store URL of the durable tier ("az://acct/container/prefix",
+        "file:///mnt/share/ckpts", or an Azure connection string such as
+        "UseDevelopmentStorage=true" together with `container`). After each
+        committed save a background uploader copies the step there (shards,
+        manifest, commit marker last); load()/latest() fall back to the store
+        when the local copy is missing or damaged (e.g. a new VM after a Spot
+        eviction). Credentials come from the URL / connection string or the
+        AZURE_STORAGE_* environment variables. root itself may be such a URL
+        (no local disk: checkpoints go straight to the store).
+      container: the container for a connection-string `persist` or `root`.
+      persist_keep_last, persist_keep_every, persist_keep_for: retention on
+        the store, applied after each upload (like keep_last etc.).
 
     Not thread-safe: use one manager from one thread. Errors raise
     CheckpointError (a RuntimeError) whose `code` names the cause, e.g.
@@ -77,10 +89,13 @@ class CheckpointManager:
 
     def __init__(self, root, run="default", *, keep_last=0, keep_every=0, keep_for=0,
                  verify="full", fallback=True, rank=0, world_size=1, staging_bytes=0,
-                 chunk_bytes=0, direct_io=True):
+                 chunk_bytes=0, direct_io=True, persist=None, container="",
+                 persist_keep_last=0, persist_keep_every=0, persist_keep_for=0):
         self._m = _Manager(str(root), run, rank, world_size, keep_last, keep_every,
                            _seconds(keep_for, "keep_for"), verify, fallback, staging_bytes,
-                           chunk_bytes, direct_io)
+                           chunk_bytes, direct_io, "" if persist is None else str(persist),
+                           container, persist_keep_last, persist_keep_every,
+                           _seconds(persist_keep_for, "persist_keep_for"))
         self._rank = rank
 
     # -- saving -------------------------------------------------------------
@@ -206,11 +221,51 @@ class CheckpointManager:
         """The directory of `step`: <root>/<run>/step-<10-digit step>."""
         return self._m.step_dir(step)
 
+    # -- tiering and spot eviction ------------------------------------------
+
+    def wait_for_uploads(self):
+        """Waits until every committed step is on the `persist` store; raises
+        the first upload error not reported yet (wait() raises it too; save()
+        does not, so that an emergency checkpoint is never refused because an
+        older upload failed)."""
+        self._m.wait_for_uploads()
+
+    def upload_status(self):
+        """The background uploader: {enabled, store, pending (steps not yet on
+        the store), last_uploaded, bytes_uploaded, last_seconds, last_error,
+        failed}."""
+        return self._m.upload_status()
+
+    def persisted_steps(self):
+        """Steps committed on the store (marker present), oldest first."""
+        return self._m.persisted_steps()
+
+    def on_eviction(self, fn, *, endpoint="", interval=1.0, acknowledge=False):
+        """Watches Azure Scheduled Events (IMDS, polled every `interval`
+        seconds; `endpoint` overrides http://169.254.169.254 and the
+        GANTRY_IMDS_ENDPOINT variable) in a background thread and calls
+        fn(event) once for each Preempt, Terminate or Redeploy event, so that
+        training can make an emergency checkpoint before
+        event["not_before_unix"] (a Spot eviction gives about 30 s). `event` is
+        a dict: event_id, event_type, resources, event_status, not_before
+        (text), not_before_unix (float or None), description, event_source,
+        duration_s. fn runs on the watcher thread: the simplest safe handler
+        sets a flag that the training loop checks, which then calls save()
+        (the manager is not thread-safe). With acknowledge=True the event is
+        acknowledged after fn returns, letting the platform proceed early.
+        Calling it again replaces the watcher; close() stops it."""
+        self._m.on_eviction(fn, endpoint, float(interval), bool(acknowledge))
+
+    def stop_eviction_watcher(self):
+        """Stops the watcher started by on_eviction (no-op without one)."""
+        self._m.stop_eviction_watcher()
+
     # -- lifetime -----------------------------------------------------------
 
     def close(self):
-        """Waits for an in-flight save (raising its error) and releases the
-        manager. Idempotent."""
+        """Waits for an in-flight save (raising its error) and for queued
+        uploads, stops the eviction watcher and releases the manager.
+        Idempotent."""
         if not self._m.closed:
             try:
                 self._m.wait()

@@ -41,6 +41,9 @@ gantry_ckpt_status Report(const Status& s) {
       return GANTRY_CKPT_FAILED_PRECONDITION;
     case StatusCode::kResourceExhausted:
       return GANTRY_CKPT_RESOURCE_EXHAUSTED;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return GANTRY_CKPT_UNAVAILABLE;
     default:
       return GANTRY_CKPT_INTERNAL;
   }
@@ -107,6 +110,13 @@ const char* gantry_ckpt_last_error(void) { return g_last_error.c_str(); }  // ne
 
 gantry_ckpt_status gantry_ckpt_open(const char* root, const char* run, int rank, int world_size,
                                     int keep_last, const char* verify, gantry_ckpt_manager** out) {
+  return gantry_ckpt_open_persist(root, run, rank, world_size, keep_last, verify, nullptr, 0, out);
+}
+
+gantry_ckpt_status gantry_ckpt_open_persist(const char* root, const char* run, int rank,
+                                            int world_size, int keep_last, const char* verify,
+                                            const char* persist, int persist_keep_last,
+                                            gantry_ckpt_manager** out) {
   return Guard([&]() -> gantry_ckpt_status {
     if (root == nullptr || out == nullptr) return BadArg("root and out must not be null");
     gantry::ckpt::Options o;
@@ -115,6 +125,8 @@ gantry_ckpt_status gantry_ckpt_open(const char* root, const char* run, int rank,
     o.rank = rank;
     o.world_size = world_size;
     o.retention.keep_last = keep_last;
+    if (persist != nullptr) o.persist = persist;
+    o.persist_retention.keep_last = persist_keep_last;
     if (verify != nullptr) {
       auto mode = gantry::ckpt::ParseVerifyMode(verify);
       if (!mode.ok()) return Report(mode.status());
@@ -124,6 +136,38 @@ gantry_ckpt_status gantry_ckpt_open(const char* root, const char* run, int rank,
     if (!mgr.ok()) return Report(mgr.status());
     *out = new gantry_ckpt_manager{std::move(*mgr)};
     return GANTRY_CKPT_OK;
+  });
+}
+
+gantry_ckpt_status gantry_ckpt_wait_uploads(gantry_ckpt_manager* m) {
+  return Guard([&]() -> gantry_ckpt_status {
+    if (m == nullptr) return BadArg("null manager");
+    return Report(m->impl->WaitForUploads());
+  });
+}
+
+gantry_ckpt_status gantry_ckpt_on_eviction(gantry_ckpt_manager* m, const char* endpoint,
+                                           gantry_ckpt_eviction_fn fn, void* user) {
+  return Guard([&]() -> gantry_ckpt_status {
+    if (m == nullptr) return BadArg("null manager");
+    if (fn == nullptr) {
+      m->impl->StopEvictionWatcher();
+      return GANTRY_CKPT_OK;
+    }
+    gantry::ScheduledEventsOptions options;
+    if (endpoint != nullptr) options.endpoint = endpoint;
+    return Report(m->impl->OnEviction(
+        [fn, user](const gantry::ScheduledEvent& e) {
+          // No exception may reach the C callback's caller (the watcher thread).
+          std::string text;
+          try {
+            text = e.ToJson().dump();
+          } catch (const std::exception&) {
+            text = "{}";
+          }
+          fn(user, text.c_str());
+        },
+        options));
   });
 }
 

@@ -85,3 +85,41 @@ TEST(CApiTest, NonUtf8NameIsAnErrorCodeNotAnException) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CApiTest, PersistUploadsAndResumes) {
+  TempDir dir, store;
+  const std::string url = "file://" + store.path();
+  gantry_ckpt_manager* m = nullptr;
+  ASSERT_EQ(
+      gantry_ckpt_open_persist(dir.path().c_str(), "run", 0, 1, 1, nullptr, url.c_str(), 2, &m),
+      GANTRY_CKPT_OK)
+      << gantry_ckpt_last_error();
+  float w[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  gantry_ckpt_tensor t = {"w", GANTRY_DTYPE_F32, shape, 1, w, sizeof(w)};
+  ASSERT_EQ(gantry_ckpt_save(m, 5, &t, 1, nullptr), GANTRY_CKPT_OK);
+  ASSERT_EQ(gantry_ckpt_wait_uploads(m), GANTRY_CKPT_OK) << gantry_ckpt_last_error();
+  gantry_ckpt_close(m);
+  ASSERT_TRUE(gantry::storage::LocalFileSystem().RemoveAll(dir.path() + "/run").ok());
+  ASSERT_EQ(
+      gantry_ckpt_open_persist(dir.path().c_str(), "run", 0, 1, 1, nullptr, url.c_str(), 2, &m),
+      GANTRY_CKPT_OK);
+  gantry_ckpt_loaded* l = nullptr;
+  ASSERT_EQ(gantry_ckpt_load(m, -1, nullptr, 0, &l), GANTRY_CKPT_OK) << gantry_ckpt_last_error();
+  EXPECT_EQ(gantry_ckpt_loaded_step(l), 5);
+  gantry_ckpt_tensor out;
+  ASSERT_EQ(gantry_ckpt_loaded_tensor(l, 0, &out), GANTRY_CKPT_OK);
+  EXPECT_EQ(std::memcmp(out.data, w, sizeof(w)), 0);
+  gantry_ckpt_loaded_free(l);
+  // An unreachable IMDS is not an error when starting the watcher (it keeps polling).
+  ASSERT_EQ(gantry_ckpt_on_eviction(
+                m, "http://127.0.0.1:1", [](void*, const char*) {}, nullptr),
+            GANTRY_CKPT_OK);
+  ASSERT_EQ(gantry_ckpt_on_eviction(m, nullptr, nullptr, nullptr), GANTRY_CKPT_OK);
+  gantry_ckpt_close(m);
+  EXPECT_EQ(gantry_ckpt_wait_uploads(nullptr), GANTRY_CKPT_INVALID_ARGUMENT);
+}
+
+}  // namespace

@@ -6,22 +6,24 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <tuple>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "format.h"
 #include "gantry/comm/communicator.h"
 #include "gantry/config.h"
 #include "gantry/core/log.h"
 #include "gantry/storage/filesystem.h"
+#include "tiering.h"
 
 namespace gantry::ckpt {
 
@@ -121,6 +123,13 @@ bool SampleChunk(size_t index, size_t count, size_t global) {
   return index == 0 || index + 1 == count || global % 16 == 0;
 }
 
+// "file:///nvme/ckpt" names the local directory "/nvme/ckpt".
+std::string LocalRoot(const std::string& root) {
+  return root.starts_with("file://") ? root.substr(7) : root;
+}
+
+double Seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+
 }  // namespace
 
 class CheckpointManager::Impl {
@@ -129,11 +138,25 @@ class CheckpointManager::Impl {
       : opt_(std::move(options)),
         fs_(opt_.fs ? *opt_.fs : storage::LocalFileSystem()),
         clock_(opt_.clock ? *opt_.clock : SystemClock()),
-        run_dir_(opt_.root + "/" + opt_.run) {}
+        run_dir_(LocalRoot(opt_.root) + "/" + opt_.run) {}
 
+  // Finishes the in-flight save and every queued upload (a checkpoint that
+  // only the local disk holds is what tiering exists to avoid), then stops
+  // the eviction watcher and the uploader.
   ~Impl() {
+    StopEvictionWatcher();
     Status s = Wait();
     if (!s.ok()) log::error("checkpoint save failed: {}", s.message());
+    if (uploader_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(up_mu_);
+        up_stop_ = true;
+      }
+      up_cv_.notify_all();
+      uploader_.join();
+      std::lock_guard<std::mutex> lock(up_mu_);
+      if (!up_pending_.ok()) log::error("checkpoint upload failed: {}", up_pending_.message());
+    }
   }
 
   Status Init() {
@@ -150,6 +173,21 @@ class CheckpointManager::Impl {
       return InvalidArgument("chunk_bytes " + std::to_string(opt_.chunk_bytes) +
                              " is outside [1, " + std::to_string(internal::kMaxChunkBytes) + "]");
     }
+    const bool has_persist = opt_.persist_store != nullptr || !opt_.persist.empty();
+    if (opt_.root_store != nullptr || storage::IsRemoteUrl(opt_.root))
+      return InitDirect(has_persist);
+    if (has_persist) {
+      storage::ObjectStore* store = opt_.persist_store;
+      if (store == nullptr) {
+        ASSIGN_OR_RETURN(owned_persist_store_, storage::OpenObjectStore(opt_.persist, opt_.store));
+        store = owned_persist_store_.get();
+      }
+      persist_ = std::make_unique<internal::StoreTier>(*store, opt_.run);
+      up_status_.enabled = true;
+      up_status_.store = store->url();
+      // Rank 0 commits, so rank 0 uploads.
+      if (opt_.rank == 0 && !opt_.read_only) uploader_ = std::thread([this] { UploaderLoop(); });
+    }
     if (opt_.read_only) {
       auto info = fs_.Stat(run_dir_);
       if (!info.ok() || !info->is_dir) {
@@ -161,7 +199,7 @@ class CheckpointManager::Impl {
     RETURN_IF_ERROR(fs_.CreateDirs(run_dir_).WithContext("checkpoint run directory"));
     // Makes the run directory's entry durable; without it a power loss could
     // take the run directory, and the first commit in it, away.
-    RETURN_IF_ERROR(fs_.SyncDir(opt_.root).WithContext("checkpoint root directory"));
+    RETURN_IF_ERROR(fs_.SyncDir(LocalRoot(opt_.root)).WithContext("checkpoint root directory"));
     if (opt_.staging_bytes > 0) {
       ASSIGN_OR_RETURN(staging_, AlignedBuffer::Allocate(
                                      RoundUp(opt_.staging_bytes, storage::kDirectIoAlignment)));
@@ -173,7 +211,10 @@ class CheckpointManager::Impl {
     return Status::Ok();
   }
 
-  std::string StepDir(int64_t step) const { return run_dir_ + "/" + internal::StepName(step); }
+  std::string StepDir(int64_t step) const {
+    if (direct_) return direct_->Where(step);
+    return run_dir_ + "/" + internal::StepName(step);
+  }
   std::string TmpDir(int64_t step) const {
     return run_dir_ + "/" + std::string(internal::kTmpPrefix) + internal::StepName(step);
   }
@@ -186,7 +227,7 @@ class CheckpointManager::Impl {
   // write alone. The protocol (and any Communicator call) stays on the
   // caller's thread.
   Status Save(int64_t step, std::span<const TensorView> tensors, const Json& metadata) {
-    RETURN_IF_ERROR(Wait());
+    RETURN_IF_ERROR(WaitSave());
     RETURN_IF_ERROR(Writable("saving"));
     RETURN_IF_ERROR(Layout(step, tensors, metadata));
     std::thread copier([this, tensors] { CopyAndHash(tensors); });
@@ -198,7 +239,7 @@ class CheckpointManager::Impl {
   // Returns once the tensors are in the pool; checksums, writes and the
   // commit run on the background thread.
   Status SaveAsync(int64_t step, std::span<const TensorView> tensors, const Json& metadata) {
-    RETURN_IF_ERROR(Wait());
+    RETURN_IF_ERROR(WaitSave());
     RETURN_IF_ERROR(Writable("saving"));
     RETURN_IF_ERROR(Layout(step, tensors, metadata));
     ParallelCopy(tensors);
@@ -220,13 +261,25 @@ class CheckpointManager::Impl {
     return Status::Ok();
   }
 
-  Status Wait() {
+  // The in-flight save's error, if any.
+  Status WaitSave() {
     if (worker_.joinable()) worker_.join();
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(pending_, Status::Ok());
   }
 
+  // The in-flight save's error first, else an upload error not reported
+  // yet. Save and SaveAsync do not return upload errors: the local commit
+  // does not depend on the store, and an emergency checkpoint must not be
+  // refused because an older upload failed.
+  Status Wait() {
+    RETURN_IF_ERROR(WaitSave());
+    std::lock_guard<std::mutex> lock(up_mu_);
+    return std::exchange(up_pending_, Status::Ok());
+  }
+
   Result<std::vector<int64_t>> CommittedSteps() {
+    if (direct_) return direct_->CommittedSteps();
     ASSIGN_OR_RETURN(std::vector<storage::DirEntry> entries, fs_.ListDir(run_dir_));
     std::vector<int64_t> steps;
     for (const storage::DirEntry& e : entries) {
@@ -264,6 +317,7 @@ class CheckpointManager::Impl {
   }
 
   Result<LatestResult> Latest() {
+    if (persist_) return LatestTiered();
     ASSIGN_OR_RETURN(std::vector<int64_t> steps, CommittedSteps());
     LatestResult r;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -283,6 +337,7 @@ class CheckpointManager::Impl {
   }
 
   Result<LoadedCheckpoint> Load(std::optional<int64_t> step, std::span<const std::string> names) {
+    if (persist_) return LoadTiered(step, names);
     if (step) return LoadStep(*step, names);
     // Reading and verifying happen in one pass, so the newest step is not
     // read twice. Like Latest(), any failure of a step falls back to the
@@ -320,15 +375,11 @@ class CheckpointManager::Impl {
     std::map<int, std::unique_ptr<storage::ReadableFile>> files;
     for (const TensorEntry& t : m.tensors) {
       if (!names.empty() && std::find(names.begin(), names.end(), t.name) == names.end()) continue;
-      const std::string path = StepDir(step) + "/" + m.shards[t.shard].file;
-      if (!files.count(t.shard)) {
-        ASSIGN_OR_RETURN(files[t.shard], fs_.Open(path));
-      }
       for (size_t i = 0; i < t.chunks.size(); ++i, ++global) {
         if (mode == VerifyMode::kSample && !SampleChunk(i, t.chunks.size(), global)) continue;
         uint64_t off = i * m.chunk_bytes;
         size_t len = std::min<uint64_t>(m.chunk_bytes, t.length - off);
-        RETURN_IF_ERROR(storage::ReadExact(*files[t.shard], t.offset + off, buf.data(), len, path));
+        RETURN_IF_ERROR(ReadShard(step, m, t.shard, files, t.offset + off, buf.data(), len));
         RETURN_IF_ERROR(CheckChunk(step, m, t, i, buf.data(), len));
         report.bytes_checked += len;
         ++report.chunks_checked;
@@ -339,8 +390,61 @@ class CheckpointManager::Impl {
 
   Result<std::vector<int64_t>> Prune() {
     RETURN_IF_ERROR(Writable("pruning"));
+    if (direct_) return direct_->Prune(opt_.retention, std::nullopt, NowUnix());
+    std::lock_guard<std::mutex> local(local_mu_);
     ASSIGN_OR_RETURN(std::unique_ptr<storage::Lock> lock, LockRun("pruning"));
     return PruneLocked(std::nullopt);
+  }
+
+  // ------------------------------------------------------------ tiering
+
+  Status WaitForUploads() {
+    std::unique_lock<std::mutex> lock(up_mu_);
+    up_cv_.wait(lock, [&] { return up_queue_.empty(); });
+    return std::exchange(up_pending_, Status::Ok());
+  }
+
+  UploadStatus Uploads() const {
+    std::lock_guard<std::mutex> lock(up_mu_);
+    UploadStatus s = up_status_;
+    s.pending.assign(up_queue_.begin(), up_queue_.end());
+    std::sort(s.pending.begin(), s.pending.end());
+    return s;
+  }
+
+  Result<std::vector<int64_t>> PersistedSteps() {
+    if (direct_) return direct_->CommittedSteps();
+    if (persist_) return persist_->CommittedSteps();
+    return FailedPrecondition("run " + run_dir_ +
+                              " has no object store; set Options::persist to tier checkpoints");
+  }
+
+  Status OnEviction(EvictionCallback fn, ScheduledEventsOptions options, bool acknowledge) {
+    if (!fn) return InvalidArgument("the eviction callback is empty");
+    StopEvictionWatcher();
+    watcher_ = std::make_unique<ScheduledEventsWatcher>(options);
+    // Acknowledging goes through its own watcher object: the callback may
+    // stop (and so destroy) the polling one.
+    auto acker = std::make_shared<ScheduledEventsWatcher>(options);
+    return watcher_->Start([fn = std::move(fn), acker, acknowledge](const ScheduledEvent& e) {
+      if (!e.loses_local_disk()) {
+        log::info("scheduled event {} ({}) keeps the local disks; no emergency checkpoint",
+                  e.event_id, e.event_type);
+        return;
+      }
+      log::warn("scheduled event {}: {} of {} not before '{}'; calling the eviction handler",
+                e.event_id, e.event_type, fmt::join(e.resources, ","), e.not_before_text);
+      fn(e);
+      if (acknowledge) {
+        Status s = acker->Acknowledge(e.event_id);
+        if (!s.ok()) log::warn("acknowledging scheduled event {}: {}", e.event_id, s.message());
+      }
+    });
+  }
+
+  void StopEvictionWatcher() {
+    if (watcher_) watcher_->Stop();
+    watcher_.reset();
   }
 
  private:
@@ -502,6 +606,10 @@ class CheckpointManager::Impl {
   // Writes the staged shard and runs the commit protocol. On failure the
   // temporary directory is removed (rank 0) and committed steps are untouched.
   Status WriteAndCommit() {
+    if (direct_) return DirectCommit();
+    // See local_mu_: the uploader's catch-up retention must not hold the
+    // run lock when this save tries to take it.
+    std::lock_guard<std::mutex> local(local_mu_);
     Staged& s = staged_;
     const std::string tmp = TmpDir(s.step);
     const std::string ctx = "saving step " + std::to_string(s.step) + " to " + run_dir_;
@@ -526,6 +634,9 @@ class CheckpointManager::Impl {
         Status cleanup = fs_.RemoveAll(tmp);
         if (!cleanup.ok()) log::warn("removing {} after a failed save: {}", tmp, cleanup.message());
       } else {
+        // Queued before local retention runs, which never removes a step
+        // that waits for its upload.
+        EnqueueUpload(s.step);
         auto pruned = PruneLocked(s.step);
         if (!pruned.ok())
           log::warn("retention after step {}: {}", s.step, pruned.status().message());
@@ -617,19 +728,29 @@ class CheckpointManager::Impl {
     return tmp + buf;
   }
 
-  Status Commit(const std::string& tmp) {
-    Staged& s = staged_;
+  // The manifest fields that do not depend on the shards.
+  internal::Manifest BaseManifest() const {
+    const Staged& s = staged_;
     internal::Manifest m;
     m.step = s.step;
-    auto wall =
-        std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch());
-    m.created_unix_s = wall.count();
+    m.created_unix_s = NowUnix();
     m.created = internal::IsoTime(m.created_unix_s);
     m.creator = std::string("gantry ") + GANTRY_VERSION + " on " + HostName() + " pid " +
                 std::to_string(::getpid());
     m.world_size = opt_.world_size;
     m.chunk_bytes = opt_.chunk_bytes;
     m.metadata = s.metadata;
+    return m;
+  }
+
+  int64_t NowUnix() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch())
+        .count();
+  }
+
+  Status Commit(const std::string& tmp) {
+    Staged& s = staged_;
+    internal::Manifest m = BaseManifest();
     // The storage barrier: every rank's record appears only after its shard
     // was fsynced.
     RETURN_IF_ERROR(WaitFor(
@@ -714,9 +835,7 @@ class CheckpointManager::Impl {
       }
     }
     if (!newest_good) return deleted;
-    int64_t now =
-        std::chrono::duration_cast<std::chrono::seconds>(clock_.WallNow().time_since_epoch())
-            .count();
+    const int64_t now = NowUnix();
     int readable = 0;  // readable steps seen so far, newest first
     std::vector<int64_t> doomed_steps;
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -726,7 +845,7 @@ class CheckpointManager::Impl {
       if (m.ok()) recent = r.keep_last > 0 && ++readable <= r.keep_last;
       bool keep =
           step >= *newest_good || (just_saved && step == *just_saved) || recent ||
-          (r.keep_every > 0 && step % r.keep_every == 0) ||
+          UploadPending(step) || (r.keep_every > 0 && step % r.keep_every == 0) ||
           (m.ok() && r.keep_for.count() > 0 && now - m->created_unix_s < r.keep_for.count());
       if (!keep) doomed_steps.push_back(step);
     }
@@ -745,6 +864,7 @@ class CheckpointManager::Impl {
   }
 
   Result<internal::Manifest> ReadManifest(int64_t step) {
+    if (direct_) return direct_->ReadManifest(step);
     const std::string dir = StepDir(step);
     const std::string commit_path = dir + "/" + std::string(internal::kCommitName);
     const std::string manifest_path = dir + "/" + std::string(internal::kManifestName);
@@ -769,6 +889,7 @@ class CheckpointManager::Impl {
   }
 
   Status CheckShardSizes(int64_t step, const internal::Manifest& m) {
+    if (direct_) return direct_->CheckShardSizes(step, m);
     for (const ShardEntry& s : m.shards) {
       const std::string path = StepDir(step) + "/" + s.file;
       auto fi = fs_.Stat(path);
@@ -836,7 +957,9 @@ class CheckpointManager::Impl {
       if (!paths.count(t.shard)) {
         paths[t.shard] = StepDir(step) + "/" + m.shards[t.shard].file;
         // Opened here once so that a missing shard fails before any thread starts.
-        ASSIGN_OR_RETURN(std::unique_ptr<storage::ReadableFile> probe, fs_.Open(paths[t.shard]));
+        if (!direct_) {
+          ASSIGN_OR_RETURN(std::unique_ptr<storage::ReadableFile> probe, fs_.Open(paths[t.shard]));
+        }
       }
       Tensor tensor;
       tensor.name = t.name;
@@ -880,21 +1003,10 @@ class CheckpointManager::Impl {
       std::map<int, std::unique_ptr<storage::ReadableFile>> files;  // this thread's descriptors
       for (size_t i = bounds[range]; i < bounds[range + 1] && !stop.load(); ++i) {
         const Piece& p = pieces[i];
-        Status st;
-        if (!files.count(p.shard)) {
-          Result<std::unique_ptr<storage::ReadableFile>> f = fs_.Open(*p.path);
-          if (f.ok()) {
-            files[p.shard] = std::move(*f);
-          } else {
-            st = f.status();
-          }
-        }
         uint64_t begin = p.first_chunk * m.chunk_bytes;
         uint64_t end = std::min<uint64_t>(p.end_chunk * m.chunk_bytes, p.entry->length);
-        if (st.ok()) {
-          st = storage::ReadExact(*files[p.shard], p.entry->offset + begin, p.dst + begin,
-                                  end - begin, *p.path);
-        }
+        Status st =
+            ReadShard(step, m, p.shard, files, p.entry->offset + begin, p.dst + begin, end - begin);
         for (size_t c = p.first_chunk; st.ok() && c < p.end_chunk; ++c) {
           if (opt_.verify == VerifyMode::kNone) break;
           if (opt_.verify == VerifyMode::kSample &&
@@ -920,10 +1032,352 @@ class CheckpointManager::Impl {
     return out;
   }
 
+  // ------------------------------------------------------------ direct mode
+
+  Status InitDirect(bool has_persist) {
+    if (has_persist) {
+      return InvalidArgument("persist '" + opt_.persist + "' needs a local root; with the root " +
+                             "on an object store (direct mode) the store is already durable");
+    }
+    if (opt_.world_size != 1) {
+      return InvalidArgument("direct-to-object-store checkpoints support world_size 1, not " +
+                             std::to_string(opt_.world_size) +
+                             "; give each rank a local root and use persist");
+    }
+    storage::ObjectStore* store = opt_.root_store;
+    if (store == nullptr) {
+      ASSIGN_OR_RETURN(owned_root_store_, storage::OpenObjectStore(opt_.root, opt_.store));
+      store = owned_root_store_.get();
+    }
+    direct_ = std::make_unique<internal::StoreTier>(*store, opt_.run);
+    if (opt_.read_only) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> steps, direct_->CommittedSteps());
+      if (steps.empty()) {
+        return NotFound("no committed checkpoint under " + direct_->RunUrl() +
+                        "; pass the root and run of an existing run");
+      }
+    }
+    if (opt_.staging_bytes > 0) {
+      ASSIGN_OR_RETURN(staging_, AlignedBuffer::Allocate(
+                                     RoundUp(opt_.staging_bytes, storage::kDirectIoAlignment)));
+    }
+    return Status::Ok();
+  }
+
+  // Reads shard bytes [offset, offset+len) of `step`: a ranged read on the
+  // store in direct mode, else through `files` (the calling thread's own
+  // descriptors, opened on first use).
+  Status ReadShard(int64_t step, const internal::Manifest& m, int shard,
+                   std::map<int, std::unique_ptr<storage::ReadableFile>>& files, uint64_t offset,
+                   void* dst, size_t len) {
+    if (direct_) {
+      return direct_->store().GetRange(direct_->Key(step, m.shards[shard].file), offset,
+                                       std::span(static_cast<std::byte*>(dst), len));
+    }
+    const std::string path = StepDir(step) + "/" + m.shards[shard].file;
+    if (!files.count(shard)) {
+      ASSIGN_OR_RETURN(files[shard], fs_.Open(path));
+    }
+    return storage::ReadExact(*files[shard], offset, dst, len, path);
+  }
+
+  // The shard goes up straight from the staging pool (the store sends it
+  // as parallel blocks), then the manifest, then the marker.
+  Status DirectCommit() {
+    Staged& s = staged_;
+    const std::string ctx = "saving step " + std::to_string(s.step) + " to " + direct_->RunUrl();
+    if (direct_->IsCommitted(s.step)) {
+      return AlreadyExists(ctx + ": " + direct_->Where(s.step) +
+                           " is already committed; checkpoints are immutable, use a new step");
+    }
+    WaitReady(s.file_bytes);
+    const std::string shard = internal::ShardName(0, 1);
+    RETURN_IF_ERROR(
+        direct_->store()
+            .Put(direct_->Key(s.step, shard),
+                 std::span(static_cast<const std::byte*>(staging_.data()), s.file_bytes))
+            .WithContext(ctx));
+    internal::Manifest m = BaseManifest();
+    m.shards.push_back({shard, 0, s.file_bytes});
+    m.tensors = s.entries;
+    for (TensorEntry& t : m.tensors) t.shard = 0;
+    RETURN_IF_ERROR(
+        direct_->CommitManifest(s.step, ManifestToJson(m).dump(1) + "\n").WithContext(ctx));
+    auto pruned = direct_->Prune(opt_.retention, s.step, NowUnix());
+    if (!pruned.ok()) log::warn("retention after step {}: {}", s.step, pruned.status().message());
+    return Status::Ok();
+  }
+
+  // ------------------------------------------------------------ uploads
+
+  void EnqueueUpload(int64_t step) {
+    if (!persist_ || !uploader_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(up_mu_);
+      up_queue_.push_back(step);
+    }
+    up_cv_.notify_all();
+  }
+
+  bool UploadPending(int64_t step) const {
+    std::lock_guard<std::mutex> lock(up_mu_);
+    return std::find(up_queue_.begin(), up_queue_.end(), step) != up_queue_.end();
+  }
+
+  // Uploads queued steps in order until stopped with an empty queue.
+  void UploaderLoop() {
+    while (true) {
+      int64_t step;
+      {
+        std::unique_lock<std::mutex> lock(up_mu_);
+        up_cv_.wait(lock, [&] { return up_stop_ || !up_queue_.empty(); });
+        if (up_queue_.empty()) return;
+        step = up_queue_.front();
+      }
+      const auto t0 = clock_.Now();
+      Result<uint64_t> sent = Status();
+      try {
+        sent = UploadOne(step);
+      } catch (const std::exception& e) {
+        sent = Internal("uploading step " + std::to_string(step) + ": " + e.what());
+      }
+      const double secs = Seconds(clock_.Now() - t0);
+      if (sent.ok()) {
+        log::info("checkpoint step {} uploaded to {} ({} bytes in {:.2f} s)", step,
+                  persist_->Where(step), *sent, secs);
+        // Before the step leaves the queue, so that WaitForUploads() also
+        // waits for the store's retention.
+        auto pruned = persist_->Prune(opt_.persist_retention, step, NowUnix());
+        if (!pruned.ok()) {
+          log::warn("retention on {}: {}", persist_->RunUrl(), pruned.status().message());
+        }
+        PruneLocalAfterUpload(step);
+      }
+      {
+        std::lock_guard<std::mutex> lock(up_mu_);
+        up_queue_.pop_front();
+        if (sent.ok()) {
+          up_status_.last_uploaded = std::max(up_status_.last_uploaded, step);
+          up_status_.bytes_uploaded += *sent;
+          up_status_.last_seconds = secs;
+          up_status_.last_error.clear();
+        } else {
+          ++up_status_.failed;
+          up_status_.last_error = sent.status().message();
+          if (up_pending_.ok()) up_pending_ = sent.status();
+          log::error("checkpoint upload: {}", sent.status().message());
+        }
+      }
+      up_cv_.notify_all();
+    }
+  }
+
+  // Local retention skipped the steps that waited for their upload; once
+  // the queue has caught up (`step` is the last queued and the newest local
+  // step, so it is trusted like a step just saved) it runs again.
+  void PruneLocalAfterUpload(int64_t step) {
+    const Retention& r = opt_.retention;
+    if (r.keep_last <= 0 && r.keep_every <= 0 && r.keep_for.count() <= 0) return;
+    {
+      std::lock_guard<std::mutex> lock(up_mu_);
+      if (up_queue_.size() != 1) return;
+    }
+    // Waiting costs no upload: the queue is empty but for this step. A save
+    // that commits a newer step meanwhile makes the check below skip; that
+    // step's upload catches up instead.
+    std::lock_guard<std::mutex> local(local_mu_);
+    auto lock = fs_.TryLock(LockPath());
+    if (!lock.ok()) return;
+    auto steps = CommittedSteps();
+    if (!steps.ok() || steps->empty() || steps->back() != step) return;
+    auto pruned = PruneLocked(step);
+    if (!pruned.ok())
+      log::warn("retention after uploading step {}: {}", step, pruned.status().message());
+  }
+
+  Result<uint64_t> UploadOne(int64_t step) {
+    // Already there (e.g. the step was downloaded from the store).
+    if (persist_->IsCommitted(step)) return 0;
+    const std::string dir = StepDir(step);
+    const std::string ctx =
+        "uploading step " + std::to_string(step) + " to " + persist_->Where(step);
+    ASSIGN_OR_RETURN(std::string marker,
+                     storage::ReadSmallFile(fs_, dir + "/" + std::string(internal::kCommitName),
+                                            internal::kMaxMarkerBytes));
+    const std::string manifest_path = dir + "/" + std::string(internal::kManifestName);
+    ASSIGN_OR_RETURN(std::string text,
+                     storage::ReadSmallFile(fs_, manifest_path, internal::kMaxManifestBytes));
+    ASSIGN_OR_RETURN(Json j, ParseJson(text, manifest_path));
+    ASSIGN_OR_RETURN(internal::Manifest m, ManifestFromJson(j, manifest_path));
+    return persist_->UploadStep(step, dir, m, text, marker);
+  }
+
+  // ------------------------------------------------------------ two tiers
+
+  // Committed steps of both tiers, newest first, each with where it is.
+  struct TierSteps {
+    std::vector<int64_t> steps;  // newest first
+    std::set<int64_t> local, remote;
+  };
+  Result<TierSteps> BothTiers() {
+    TierSteps t;
+    ASSIGN_OR_RETURN(std::vector<int64_t> local, CommittedSteps());
+    t.local.insert(local.begin(), local.end());
+    auto remote = persist_->CommittedSteps();
+    if (remote.ok()) {
+      t.remote.insert(remote->begin(), remote->end());
+    } else if (local.empty()) {
+      return remote.status().WithContext("no local checkpoint in " + run_dir_ +
+                                         " and the store cannot be listed");
+    } else {
+      log::warn("listing {}: {}; using the local checkpoints only", persist_->RunUrl(),
+                remote.status().message());
+    }
+    std::set<int64_t> all = t.local;
+    all.insert(t.remote.begin(), t.remote.end());
+    t.steps.assign(all.rbegin(), all.rend());
+    return t;
+  }
+
+  // Makes `step` committed locally by downloading it from the store into
+  // "<run>/.tmp-step-N" and committing it with the local protocol. With
+  // `replace`, a local copy that failed verification is removed first.
+  Status Fetch(int64_t step, bool replace) {
+    RETURN_IF_ERROR(Writable("downloading a checkpoint into"));
+    // An async save of this manager holds the run lock; let it finish (its
+    // error stays for the next Wait).
+    if (worker_.joinable()) worker_.join();
+    const std::string ctx =
+        "downloading step " + std::to_string(step) + " from " + persist_->Where(step);
+    const std::string marker_path = StepDir(step) + "/" + std::string(internal::kCommitName);
+    std::lock_guard<std::mutex> local(local_mu_);
+    auto lock = fs_.TryLock(LockPath());
+    if (!lock.ok()) {
+      if (lock.status().code() != StatusCode::kFailedPrecondition || replace) {
+        return lock.status().WithContext(ctx);
+      }
+      // Another process (e.g. another rank) is downloading or saving: wait for its copy.
+      return WaitFor([&] { return fs_.Stat(marker_path).ok(); },
+                     ctx + ": another writer holds " + LockPath() + " and did not commit the step");
+    }
+    if (fs_.Stat(StepDir(step)).ok()) {
+      if (!replace) return Status::Ok();
+      const std::string doomed =
+          run_dir_ + "/" + std::string(internal::kTmpPrefix) + "delete-" + internal::StepName(step);
+      RETURN_IF_ERROR(fs_.Rename(StepDir(step), doomed).WithContext(ctx));
+      RETURN_IF_ERROR(fs_.SyncDir(run_dir_));
+      RETURN_IF_ERROR(fs_.RemoveAll(doomed));
+    }
+    const std::string tmp = TmpDir(step);
+    RETURN_IF_ERROR(fs_.RemoveAll(tmp));
+    RETURN_IF_ERROR(fs_.CreateDir(tmp).WithContext(ctx));
+    const auto t0 = clock_.Now();
+    Status st = [&]() -> Status {
+      ASSIGN_OR_RETURN(std::string marker, persist_->DownloadStep(step, tmp, fs_));
+      RETURN_IF_ERROR(
+          storage::WriteSmallFile(fs_, tmp + "/" + std::string(internal::kCommitName), marker));
+      RETURN_IF_ERROR(fs_.SyncDir(tmp));
+      RETURN_IF_ERROR(fs_.Rename(tmp, StepDir(step)));
+      return fs_.SyncDir(run_dir_);
+    }();
+    if (!st.ok()) {
+      Status cleanup = fs_.RemoveAll(tmp);
+      if (!cleanup.ok()) log::warn("removing {}: {}", tmp, cleanup.message());
+      return st.WithContext(ctx);
+    }
+    log::info("checkpoint step {} downloaded from {} in {:.2f} s", step, persist_->Where(step),
+              Seconds(clock_.Now() - t0));
+    return Status::Ok();
+  }
+
+  // Runs `attempt(step)` on the local copy of `step`, fetching it first when
+  // only the store has it, and once more after replacing a local copy that
+  // fails with DataLoss when the store has the step.
+  template <typename T, typename Fn>
+  Result<T> OnLocalCopy(int64_t step, const TierSteps& tiers, Fn attempt) {
+    if (!tiers.local.count(step)) {
+      if (!tiers.remote.count(step)) {
+        return NotFound("step " + std::to_string(step) + " is committed neither in " + run_dir_ +
+                        " nor on " + persist_->RunUrl());
+      }
+      RETURN_IF_ERROR(Fetch(step, /*replace=*/false));
+      return attempt(step);
+    }
+    Result<T> r = attempt(step);
+    if (r.ok() || r.status().code() != StatusCode::kDataLoss || !tiers.remote.count(step) ||
+        opt_.read_only) {
+      return r;
+    }
+    log::warn("local copy of checkpoint step {} is damaged ({}); downloading it from {}", step,
+              r.status().message(), persist_->Where(step));
+    RETURN_IF_ERROR(Fetch(step, /*replace=*/true));
+    return attempt(step);
+  }
+
+  Result<LatestResult> LatestTiered() {
+    ASSIGN_OR_RETURN(TierSteps tiers, BothTiers());
+    LatestResult r;
+    for (int64_t step : tiers.steps) {
+      auto v = OnLocalCopy<VerifyReport>(step, tiers,
+                                         [&](int64_t s) { return Verify(s, opt_.verify, {}); });
+      if (v.ok()) {
+        r.step = step;
+        return r;
+      }
+      if (!opt_.fallback) return v.status();
+      std::string why = "step " + std::to_string(step) + ": " + v.status().message();
+      log::warn("skipping checkpoint {}; falling back to an older one", why);
+      r.skipped.push_back(std::move(why));
+    }
+    std::string msg = "no committed checkpoint in " + run_dir_ + " or on " + persist_->RunUrl();
+    if (!r.skipped.empty()) msg += " verifies (" + std::to_string(r.skipped.size()) + " failed)";
+    return NotFound(msg);
+  }
+
+  Result<LoadedCheckpoint> LoadTiered(std::optional<int64_t> step,
+                                      std::span<const std::string> names) {
+    ASSIGN_OR_RETURN(TierSteps tiers, BothTiers());
+    bool missing_name = false;
+    auto load = [&](int64_t s) { return LoadStep(s, names, &missing_name); };
+    if (step) return OnLocalCopy<LoadedCheckpoint>(*step, tiers, load);
+    std::vector<std::string> skipped;
+    for (int64_t s : tiers.steps) {
+      missing_name = false;
+      auto loaded = OnLocalCopy<LoadedCheckpoint>(s, tiers, load);
+      if (loaded.ok() || !opt_.fallback || missing_name ||
+          loaded.status().code() == StatusCode::kFailedPrecondition) {
+        return loaded;
+      }
+      log::warn("checkpoint step {} cannot be loaded ({}), falling back to an older one", s,
+                loaded.status().message());
+      skipped.push_back(loaded.status().message());
+    }
+    return NotFound("no committed checkpoint in " + run_dir_ + " or on " + persist_->RunUrl() +
+                    (skipped.empty() ? std::string() : " loads without errors"));
+  }
+
   Options opt_;
   storage::FileSystem& fs_;
   const Clock& clock_;
   std::string run_dir_;
+  // Tiering and direct mode.
+  std::unique_ptr<storage::ObjectStore> owned_root_store_;
+  std::unique_ptr<storage::ObjectStore> owned_persist_store_;
+  std::unique_ptr<internal::StoreTier> direct_;   // direct mode: the store is the root
+  std::unique_ptr<internal::StoreTier> persist_;  // tiering: the durable tier
+  std::thread uploader_;
+  mutable std::mutex up_mu_;  // guards the up_* fields
+  std::condition_variable up_cv_;
+  std::deque<int64_t> up_queue_;  // front: the step being uploaded
+  bool up_stop_ = false;
+  Status up_pending_;  // first upload error not reported yet
+  UploadStatus up_status_;
+  std::unique_ptr<ScheduledEventsWatcher> watcher_;
+  // Held (in this process) around every use of the run lock once the
+  // uploader runs: two Lock objects of one process conflict, so without it
+  // the uploader's catch-up retention could make a concurrent Save fail
+  // with AlreadyExists.
+  std::mutex local_mu_;
   AlignedBuffer staging_;
   Staged staged_;
   std::mutex progress_mu_;
@@ -964,6 +1418,14 @@ Result<VerifyReport> CheckpointManager::Verify(int64_t step, VerifyMode mode) {
   return impl_->Verify(step, mode, {});
 }
 Result<std::vector<int64_t>> CheckpointManager::Prune() { return impl_->Prune(); }
+Status CheckpointManager::WaitForUploads() { return impl_->WaitForUploads(); }
+UploadStatus CheckpointManager::Uploads() const { return impl_->Uploads(); }
+Result<std::vector<int64_t>> CheckpointManager::PersistedSteps() { return impl_->PersistedSteps(); }
+Status CheckpointManager::OnEviction(EvictionCallback fn, ScheduledEventsOptions options,
+                                     bool acknowledge) {
+  return impl_->OnEviction(std::move(fn), std::move(options), acknowledge);
+}
+void CheckpointManager::StopEvictionWatcher() { impl_->StopEvictionWatcher(); }
 std::string CheckpointManager::StepDir(int64_t step) const { return impl_->StepDir(step); }
 const Options& CheckpointManager::options() const { return impl_->options(); }
 

@@ -17,18 +17,45 @@
 // committed steps or the new one; stale ".tmp-*" directories are removed when
 // no writer holds "<run>/.writer.lock".
 //
+// Tiering (Options::persist): after rank 0 commits a step locally, a
+// background uploader copies the step directory to an object store under
+// "<run>/step-<10-digit step>/": every shard, then manifest.json, then the
+// marker COMMITTED last, as a conditional create. A step is committed on the
+// store iff its marker exists there. Steps waiting for upload are never
+// removed by local retention; the store has its own (persist_retention).
+// Upload errors are logged, kept in UploadStatus::last_error and returned
+// once by the next Wait() or WaitForUploads() (not by Save/SaveAsync: the
+// local commit does not depend on the store, and an emergency checkpoint must
+// not be refused because an older upload failed). A failed step is not
+// retried; the next committed step is uploaded as usual. Load() and Latest() use the
+// newest step of either tier: a local copy when it verifies, else (the local
+// tier was wiped, e.g. a new VM after a Spot eviction, or the local copy is
+// damaged) they download the step from the store with parallel ranged reads
+// into "<run>/.tmp-step-<step>", commit it locally with the protocol below
+// and load it with verification.
+//
+// Direct mode (Options::root is a remote URL such as "az://acct/ckpts", or
+// Options::root_store is set; world_size 1): no local directory. A save lays
+// the shard out in the staging pool as usual and uploads it with one Put
+// (blocks in parallel), then the manifest, then the marker (conditional
+// create). Load reads every tensor with ranged reads straight into its
+// buffer. Only one writer per run: a second writer of the same step gets
+// AlreadyExists from the marker, but its shard upload may already have
+// replaced the bytes of the first one (verification on load detects that).
+//
 // Thread-safety: a CheckpointManager is used by one thread at a time (its
-// background writer is internal). Distinct managers may share a root. With a
-// Communicator, SaveAsync calls its Barrier() from the background thread, so
-// the communicator must allow calls from another thread (and every rank must
-// reach the save: a rank that fails before the first barrier leaves the
-// others waiting in it). Without one, ranks wait through the storage for at
-// most barrier_timeout and a failed rank 0 is noticed by the others.
+// background writer, uploader and eviction watcher are internal; an
+// OnEviction callback runs on the watcher's thread, see there). Distinct managers may share a root.
+// With a Communicator, SaveAsync calls its Barrier() from the background thread, so the
+// communicator must allow calls from another thread (and every rank must reach the save: a rank
+// that fails before the first barrier leaves the others waiting in it). Without one, ranks wait
+// through the storage for at most barrier_timeout and a failed rank 0 is noticed by the others.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,7 +65,9 @@
 #include "gantry/ckpt/dtype.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/json.h"
+#include "gantry/core/scheduled_events.h"
 #include "gantry/core/status.h"
+#include "gantry/storage/object_store.h"
 
 namespace gantry::comm {
 class Communicator;
@@ -117,7 +146,10 @@ struct Retention {
 };
 
 struct Options {
-  std::string root;  // required: the directory holding runs
+  // Required: the directory holding runs ("/nvme/ckpt" or "file:///nvme/ckpt"),
+  // or a remote object-store URL ("az://acct/container/prefix", a connection
+  // string) for direct mode.
+  std::string root;
   std::string run = "default";
   int rank = 0;
   int world_size = 1;
@@ -140,7 +172,34 @@ struct Options {
   // missing instead of creating it, nothing is cleaned, and Save, SaveAsync
   // and Prune fail with FailedPrecondition.
   bool read_only = false;
+
+  // Tiering: the object-store URL of the durable tier ("az://acct/ckpts",
+  // "file:///mnt/share/ckpts", a connection string with store.container);
+  // "" = none. Steps go under "<run>/step-N/" there.
+  std::string persist;
+  storage::StoreOptions store;  // credentials, block size, parallelism (persist and direct mode)
+  Retention persist_retention;  // applied on the store after every upload (rank 0)
+  // Already opened stores (tests, or sharing one client); they override
+  // `persist` and a remote `root`, and must outlive the manager.
+  storage::ObjectStore* persist_store = nullptr;
+  storage::ObjectStore* root_store = nullptr;  // direct mode
 };
+
+// The background uploader (Options::persist), as seen by UploadStatus().
+struct UploadStatus {
+  bool enabled = false;
+  std::string store;             // the store URL without credentials, "" when disabled
+  std::vector<int64_t> pending;  // committed locally, not yet on the store (oldest first)
+  int64_t last_uploaded = -1;    // the newest step this manager uploaded, -1 before any
+  uint64_t bytes_uploaded = 0;   // since Open
+  double last_seconds = 0;       // duration of the last successful upload
+  std::string last_error;        // the most recent upload error, "" after a later success
+  int failed = 0;                // uploads that failed since Open
+};
+
+// Called by OnEviction for each new Scheduled Event that ends the VM or
+// its local disks (Preempt, Terminate, Redeploy).
+using EvictionCallback = std::function<void(const ScheduledEvent&)>;
 
 struct CheckpointInfo {
   int64_t step = 0;
@@ -180,7 +239,8 @@ class CheckpointManager {
   // Validates options and creates <root>/<run>. Removes stale temporaries
   // (rank 0, only when no writer holds the run's lock).
   static Result<std::unique_ptr<CheckpointManager>> Open(Options options);
-  // Waits for an in-flight async save (its error is logged).
+  // Stops the eviction watcher, waits for an in-flight async save and for
+  // every queued upload (their errors are logged).
   ~CheckpointManager();
 
   // Saves this rank's tensors as `step` and returns after the step is
@@ -195,7 +255,8 @@ class CheckpointManager {
   // is returned by the next SaveAsync/Save/Wait call (once).
   Status SaveAsync(int64_t step, std::span<const TensorView> tensors,
                    const Json& metadata = Json());
-  // Waits for the in-flight save; returns its error, if any.
+  // Waits for the in-flight save; returns its error, if any, else an upload
+  // error not reported yet (tiering).
   Status Wait();
 
   // Committed steps, oldest first (not verified).
@@ -215,7 +276,31 @@ class CheckpointManager {
   // Applies options.retention now; returns the deleted steps.
   Result<std::vector<int64_t>> Prune();
 
-  // <root>/<run>/step-<10-digit step>.
+  // Tiering. Waits until every step queued for upload is on the store (or
+  // failed); returns the first upload error not reported yet. OK at once
+  // without persist.
+  Status WaitForUploads();
+  // Thread-safe snapshot of the uploader.
+  UploadStatus Uploads() const;
+  // Committed steps on the store (direct mode: the same as List()), oldest
+  // first. FailedPrecondition without persist or direct mode.
+  Result<std::vector<int64_t>> PersistedSteps();
+
+  // Starts a Scheduled Events watcher (options.endpoint etc., see
+  // gantry/core/scheduled_events.h) in the background and calls `fn` once for
+  // every new Preempt, Terminate or Redeploy event, on the watcher's thread,
+  // so that training can make an emergency checkpoint before NotBefore.
+  // `fn` may call Save() on this manager only while no other thread uses it
+  // (typical: fn sets a flag that the training loop checks each step). With
+  // `acknowledge`, the event is acknowledged (StartRequests) after `fn`
+  // returns, so the platform may proceed without waiting for NotBefore.
+  // Replaces a previous watcher; the destructor stops it.
+  Status OnEviction(EvictionCallback fn, ScheduledEventsOptions options = {},
+                    bool acknowledge = false);
+  // Stops the watcher started by OnEviction (no-op without one).
+  void StopEvictionWatcher();
+
+  // <root>/<run>/step-<10-digit step> (direct mode: <store url>/<run>/step-...).
   std::string StepDir(int64_t step) const;
   const Options& options() const;
 
