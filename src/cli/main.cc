@@ -74,6 +74,7 @@ int Main(int argc, char** argv) {
   RegisterAgent(app, &action);
   RegisterReport(app, &action);
   RegisterStorage(app, &action);
+  RegisterBackup(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",
