@@ -71,10 +71,11 @@ int Main(int argc, char** argv) {
   RegisterHealth(app, &action);
   RegisterTune(app, &action);
   RegisterDrift(app, &action);
+  RegisterRegistry(app, &action);
   RegisterAgent(app, &action);
   RegisterReport(app, &action);
-  RegisterStorage(app, &action);
   RegisterBackup(app, &action);
+  RegisterStorage(app, &action);
   // `bench` is parsed by BenchMain above; it is listed here so that `gantry --help`
   // shows it.
   app.add_subcommand("bench",

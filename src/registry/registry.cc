@@ -1,0 +1,498 @@
+// Registry: register, resolve, aliases, sign, verify, export (see registry.h).
+#include "gantry/registry/registry.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+
+#include "gantry/ckpt/manager.h"
+#include "gantry/security/crypto.h"
+
+namespace gantry::registry {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::string_view kRequireSignatures = "require_signatures";
+
+std::string ShardedKey(std::string_view kind, std::string_view hex) {
+  return std::string(kind) + "/sha256/" + std::string(hex.substr(0, 2)) + "/" + std::string(hex);
+}
+
+Result<int64_t> ParseVersionNumber(std::string_view text, std::string_view ref) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v <= 0) {
+    return InvalidArgument("'" + std::string(ref) + "': version '" + std::string(text) +
+                           "' is not a positive integer");
+  }
+  return v;
+}
+
+// Streams an object through SHA-256 in 8 MiB ranged reads (models do not fit
+// in memory). Returns the hex digest.
+Result<std::string> HashObject(storage::ObjectStore& store, const std::string& key, uint64_t size) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<std::byte> buf(std::min<uint64_t>(size, 8u << 20));
+  for (uint64_t off = 0; off < size;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
+    Status s = store.GetRange(key, off, std::span<std::byte>(buf.data(), n));
+    if (!s.ok()) {
+      EVP_MD_CTX_free(ctx);
+      return s;
+    }
+    EVP_DigestUpdate(ctx, buf.data(), n);
+    off += n;
+  }
+  unsigned char md[32];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  return security::HexEncode(std::string_view(reinterpret_cast<char*>(md), 32));
+}
+
+}  // namespace
+
+std::string BlobKey(std::string_view hex) { return ShardedKey("blobs", hex); }
+std::string ManifestKey(std::string_view hex) { return ShardedKey("manifests", hex); }
+
+Json ToJson(const ModelVersion& v) {
+  Json files = Json::array();
+  for (const auto& f : v.files)
+    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
+  Json tags = Json::object();
+  for (const auto& [k, val] : v.tags) tags[k] = val;
+  return Json{{"name", v.model},
+              {"version", std::to_string(v.version)},
+              {"description", v.description},
+              {"creation_timestamp", v.created_unix * 1000},
+              {"status", "READY"},
+              {"source", "models:/" + v.model + "/" + std::to_string(v.version)},
+              {"run_id", v.lineage.run_id},
+              {"manifest_sha256", v.manifest_sha256},
+              {"subject_sha256", v.subject_sha256},
+              {"total_bytes", v.total_bytes},
+              {"lineage",
+               {{"source", v.lineage.source},
+                {"run_id", v.lineage.run_id},
+                {"code_commit", v.lineage.code_commit},
+                {"dataset_digests", v.lineage.dataset_digests},
+                {"parent", v.lineage.parent},
+                {"metrics", v.lineage.metrics}}},
+              {"tags", tags},
+              {"aliases", v.aliases},
+              {"signatures", v.signer_keyids},
+              {"files", files}};
+}
+
+Json ToJson(const RegisteredModel& m) {
+  Json tags = Json::object();
+  for (const auto& [k, val] : m.tags) tags[k] = val;
+  Json aliases = Json::array();
+  for (const auto& [a, v] : m.aliases)
+    aliases.push_back({{"alias", a}, {"version", std::to_string(v)}});
+  return Json{{"name", m.name},
+              {"description", m.description},
+              {"creation_timestamp", m.created_unix * 1000},
+              {"last_updated_timestamp", m.updated_unix * 1000},
+              {"latest_version", m.latest_version == 0 ? "" : std::to_string(m.latest_version)},
+              {"tags", tags},
+              {"aliases", aliases}};
+}
+
+Registry::Registry(std::unique_ptr<MetadataStore> meta,
+                   std::unique_ptr<storage::ObjectStore> artifacts, const Clock* clock)
+    : meta_(std::move(meta)),
+      artifacts_(std::move(artifacts)),
+      clock_(clock ? clock : &SystemClock()) {}
+
+int64_t Registry::Now() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(clock_->WallNow().time_since_epoch())
+      .count();
+}
+
+Status Registry::Audit(Json record) {
+  if (audit_ == nullptr) return Status::Ok();
+  Json r = Json::object();
+  r["time"] = Now();
+  r["type"] = "registry";
+  for (auto it = record.begin(); it != record.end(); ++it) r[it.key()] = it.value();
+  r["actor"] = actor_;
+  r["artifacts"] = artifacts_->url();
+  audit_->Append(r.dump());
+  return audit_->Flush().WithContext("writing the registry audit record");
+}
+
+Result<ModelVersion> Registry::Register(const RegisterRequest& req) {
+  RETURN_IF_ERROR(ValidateModelName(req.name));
+  for (const auto& [k, v] : req.tags) RETURN_IF_ERROR(ValidateTag(k, v));
+  if (req.description.size() > 5000) return InvalidArgument("description is over 5000 bytes");
+  ASSIGN_OR_RETURN(Manifest m, HashPath(req.path, req.name));
+  std::string statement = StatementJson(m);
+  std::string manifest_sha = security::Sha256Hex(statement);
+
+  // Artifacts first, manifest second, metadata row last: the version is
+  // invisible until every byte it names is stored.
+  for (const auto& f : m.files) {
+    std::string key = BlobKey(f.sha256);
+    auto st = artifacts_->Stat(key);
+    if (st.ok() && st->size == f.size) continue;  // content-addressed: already there
+    std::string local =
+        fs::is_directory(req.path) ? (fs::path(req.path) / f.path).string() : req.path;
+    // Symlinks were checked to stay inside the model directory by HashPath.
+    std::error_code ec;
+    if (fs::is_symlink(fs::symlink_status(local, ec))) local = fs::canonical(local, ec).string();
+    // Re-hash what we upload: a file changed between hashing and upload must
+    // not be stored under the old digest.
+    ASSIGN_OR_RETURN(Manifest again, HashPath(local, f.path.substr(f.path.rfind('/') + 1)));
+    if (again.files.size() != 1 || again.files[0].sha256 != f.sha256) {
+      return FailedPrecondition("file " + local + " changed while it was being registered; retry");
+    }
+    RETURN_IF_ERROR(artifacts_->PutFile(key, local).WithContext("uploading " + f.path));
+  }
+  {
+    std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(statement.data()),
+                                     statement.size());
+    storage::PutOptions po;
+    po.content_type = "application/json";
+    RETURN_IF_ERROR(artifacts_->Put(ManifestKey(manifest_sha), bytes, po)
+                        .WithContext("uploading the manifest"));
+  }
+  ModelVersion v;
+  v.model = req.name;
+  v.description = req.description;
+  v.manifest_sha256 = manifest_sha;
+  v.subject_sha256 = SubjectDigest(m.files);
+  v.files = m.files;
+  for (const auto& f : m.files) v.total_bytes += f.size;
+  v.lineage = req.lineage;
+  if (!v.lineage.metrics.is_object())
+    return InvalidArgument("lineage metrics must be a JSON object");
+  v.tags = req.tags;
+  if (v.lineage.source.empty())
+    v.lineage.source = fs::absolute(req.path).lexically_normal().string();
+  int64_t now = Now();
+  RETURN_IF_ERROR(meta_->EnsureModel(req.name, "", now));
+  ASSIGN_OR_RETURN(int64_t n, meta_->InsertVersion(v, now));
+  RETURN_IF_ERROR(Audit({{"action", "register"},
+                         {"model", req.name},
+                         {"version", n},
+                         {"manifest_sha256", manifest_sha},
+                         {"source", v.lineage.source}}));
+  return meta_->GetVersion(req.name, n);
+}
+
+Result<ModelVersion> Registry::RegisterCheckpoint(RegisterRequest req,
+                                                  const CheckpointSource& src) {
+  if (storage::IsRemoteUrl(src.root)) {
+    return Unimplemented("--from-ckpt " + src.root +
+                         " is remote; register from a local checkpoint root (download the step "
+                         "first with `gantry ckpt export`)");
+  }
+  ckpt::Options o;
+  o.root = src.root;
+  o.run = src.run;
+  o.read_only = true;
+  ASSIGN_OR_RETURN(auto mgr, ckpt::CheckpointManager::Open(o));
+  ckpt::CheckpointInfo info;
+  ASSIGN_OR_RETURN(auto list, mgr->List());
+  if (src.step) {
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const ckpt::CheckpointInfo& i) { return i.step == *src.step; });
+    if (it == list.end()) {
+      return NotFound("run '" + src.run + "' under " + src.root + " has no committed step " +
+                      std::to_string(*src.step) + "; see `gantry ckpt ls`");
+    }
+    ASSIGN_OR_RETURN(auto report, mgr->Verify(*src.step, ckpt::VerifyMode::kFull));
+    (void)report;
+    info = *it;
+  } else {
+    ASSIGN_OR_RETURN(auto latest, mgr->Latest());
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const ckpt::CheckpointInfo& i) { return i.step == latest.step; });
+    if (it == list.end()) return NotFound("latest checkpoint step vanished while reading it");
+    info = *it;
+  }
+  if (!info.error.empty()) {
+    return DataLoss("checkpoint step " + std::to_string(info.step) + ": " + info.error);
+  }
+  req.path = info.path;
+  req.lineage.source = "ckpt:" + info.path;
+  if (req.lineage.run_id.empty()) req.lineage.run_id = src.run;
+  if (info.metadata.is_object()) {
+    auto it = info.metadata.find("metrics");
+    if (it != info.metadata.end() && it->is_object() && req.lineage.metrics.empty()) {
+      req.lineage.metrics = *it;
+    }
+  }
+  req.tags.emplace("ckpt.step", std::to_string(info.step));
+  return Register(req);
+}
+
+Result<ModelVersion> Registry::Resolve(std::string_view ref) {
+  std::string_view r = ref;
+  if (r.starts_with("models:/")) r.remove_prefix(8);
+  if (size_t at = r.find('@'); at != std::string_view::npos) {
+    std::string_view name = r.substr(0, at), alias = r.substr(at + 1);
+    RETURN_IF_ERROR(ValidateModelName(name));
+    RETURN_IF_ERROR(ValidateAlias(alias));
+    ASSIGN_OR_RETURN(int64_t v, meta_->ResolveAlias(name, alias));
+    return meta_->GetVersion(name, v);
+  }
+  std::string_view name = r, ver;
+  if (size_t slash = r.find('/'); slash != std::string_view::npos) {
+    name = r.substr(0, slash);
+    ver = r.substr(slash + 1);
+  }
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (ver.empty() || ver == "latest") {
+    ASSIGN_OR_RETURN(auto m, meta_->GetModel(name));
+    if (m.latest_version == 0) return NotFound("model '" + std::string(name) + "' has no versions");
+    return meta_->GetVersion(name, m.latest_version);
+  }
+  ASSIGN_OR_RETURN(int64_t v, ParseVersionNumber(ver, ref));
+  return meta_->GetVersion(name, v);
+}
+
+Status Registry::SetAlias(std::string_view name, std::string_view alias, int64_t version,
+                          std::optional<int64_t> expected) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  RETURN_IF_ERROR(ValidateAlias(alias));
+  auto before = meta_->ResolveAlias(name, alias);
+  RETURN_IF_ERROR(meta_->SetAlias(name, alias, version, expected, Now()));
+  return Audit({{"action", "alias_set"},
+                {"model", name},
+                {"alias", alias},
+                {"version", version},
+                {"previous", before.ok() ? *before : 0}});
+}
+
+Status Registry::DeleteAlias(std::string_view name, std::string_view alias,
+                             std::optional<int64_t> expected) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  RETURN_IF_ERROR(ValidateAlias(alias));
+  auto before = meta_->ResolveAlias(name, alias);
+  RETURN_IF_ERROR(meta_->DeleteAlias(name, alias, expected, Now()));
+  return Audit({{"action", "alias_rm"},
+                {"model", name},
+                {"alias", alias},
+                {"previous", before.ok() ? *before : 0}});
+}
+
+Result<std::string> Registry::LoadManifestText(const ModelVersion& v) {
+  auto st = artifacts_->Stat(ManifestKey(v.manifest_sha256));
+  if (st.ok() && st->size > kMaxManifestBytes) {
+    return InvalidArgument("manifest of " + v.model + "/" + std::to_string(v.version) +
+                           " is over the size limit");
+  }
+  ASSIGN_OR_RETURN(std::string text, artifacts_->Get(ManifestKey(v.manifest_sha256)));
+  if (security::Sha256Hex(text) != v.manifest_sha256) {
+    return DataLoss("manifest of " + v.model + "/" + std::to_string(v.version) + " in " +
+                    artifacts_->url() + " does not match its recorded digest " + v.manifest_sha256 +
+                    " (the artifact store was modified)");
+  }
+  ASSIGN_OR_RETURN(Manifest m, ParseStatement(text));
+  Manifest recorded;
+  recorded.files = v.files;
+  RETURN_IF_ERROR(
+      CompareManifests(m, recorded, "metadata of " + v.model + "/" + std::to_string(v.version)));
+  return text;
+}
+
+Result<std::vector<security::DsseVerifier>> Registry::TrustedVerifiers() {
+  ASSIGN_OR_RETURN(auto keys, meta_->TrustedKeys());
+  std::vector<security::DsseVerifier> out;
+  for (const auto& k : keys) {
+    auto v = security::DsseVerifier::FromPublicPem(k.public_pem);
+    if (!v.ok()) return v.status().WithContext("trusted key " + k.keyid);
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
+Result<bool> Registry::SignaturesRequired() {
+  ASSIGN_OR_RETURN(std::string v, meta_->GetSetting(kRequireSignatures));
+  return v == "true";
+}
+
+Status Registry::SetSignaturesRequired(bool on) {
+  RETURN_IF_ERROR(meta_->SetSetting(kRequireSignatures, on ? "true" : "false"));
+  return Audit({{"action", "policy"}, {"require_signatures", on}});
+}
+
+Result<TrustedKey> Registry::TrustKey(std::string_view public_pem, std::string_view comment) {
+  ASSIGN_OR_RETURN(auto v, security::DsseVerifier::FromPublicPem(public_pem));
+  TrustedKey k{v.KeyId(), std::string(security::KeyAlgorithmName(v.algorithm())), v.PublicKeyPem(),
+               std::string(comment)};
+  RETURN_IF_ERROR(meta_->AddTrustedKey(k, Now()));
+  RETURN_IF_ERROR(Audit({{"action", "trust_key"}, {"keyid", k.keyid}, {"algorithm", k.algorithm}}));
+  return k;
+}
+
+Status Registry::UntrustKey(std::string_view keyid) {
+  RETURN_IF_ERROR(meta_->RemoveTrustedKey(keyid));
+  return Audit({{"action", "untrust_key"}, {"keyid", keyid}});
+}
+
+Result<std::string> Registry::Sign(std::string_view ref, const security::DsseSigner& signer) {
+  ASSIGN_OR_RETURN(ModelVersion v, Resolve(ref));
+  ASSIGN_OR_RETURN(std::string text, LoadManifestText(v));
+  ASSIGN_OR_RETURN(auto env, security::SignDsse(kInTotoPayloadType, text, signer));
+  std::string bundle = BundleJson(env, signer.KeyId()).dump(2);
+  RETURN_IF_ERROR(meta_->AddSignature(v.model, v.version, signer.KeyId(), bundle, Now()));
+  RETURN_IF_ERROR(Audit({{"action", "sign"},
+                         {"model", v.model},
+                         {"version", v.version},
+                         {"keyid", signer.KeyId()},
+                         {"manifest_sha256", v.manifest_sha256}}));
+  return signer.KeyId();
+}
+
+Result<VerifyReport> Registry::CheckSignatures(const ModelVersion& v,
+                                               const std::string& manifest_text, bool require) {
+  ASSIGN_OR_RETURN(bool policy, SignaturesRequired());
+  require = require || policy;
+  VerifyReport rep;
+  rep.model = v.model;
+  rep.version = v.version;
+  rep.files = v.files.size();
+  rep.bytes = v.total_bytes;
+  ASSIGN_OR_RETURN(auto sigs, meta_->Signatures(v.model, v.version));
+  std::string label = v.model + "/" + std::to_string(v.version);
+  if (sigs.empty()) {
+    if (require) {
+      return PermissionDenied(label +
+                              " is not signed and the registry requires signatures; sign "
+                              "it with `gantry registry sign " +
+                              label + " --key KEY.pem`");
+    }
+    return rep;
+  }
+  ASSIGN_OR_RETURN(auto trusted, TrustedVerifiers());
+  std::vector<std::string> problems;
+  for (const auto& [keyid, bundle] : sigs) {
+    auto env = ParseBundle(bundle);
+    if (!env.ok()) {
+      problems.push_back("signature " + keyid + ": " + env.status().message());
+      continue;
+    }
+    if (env->payload_type != kInTotoPayloadType) {
+      problems.push_back("signature " + keyid + ": payloadType is " + env->payload_type);
+      continue;
+    }
+    auto ok = security::VerifyDsse(*env, trusted);
+    if (!ok.ok()) {
+      problems.push_back("signature " + keyid + ": " + ok.status().message());
+      continue;
+    }
+    // The signature must cover exactly this version's manifest.
+    if (env->payload != manifest_text) {
+      auto signed_m = ParseStatement(env->payload);
+      auto actual = ParseStatement(manifest_text);
+      Status diff = signed_m.ok() && actual.ok()
+                        ? CompareManifests(*signed_m, *actual, "signed manifest vs stored")
+                        : DataLoss("signed payload is not this version's manifest");
+      problems.push_back(
+          "signature " + keyid + ": " +
+          (diff.ok() ? std::string("payload differs from the stored manifest") : diff.message()));
+      continue;
+    }
+    rep.verified_keyids.push_back(*ok);
+  }
+  rep.signed_by_trusted = !rep.verified_keyids.empty();
+  if (!rep.signed_by_trusted && require) {
+    std::string msg = label + " has no valid signature by a trusted key: ";
+    for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
+    return PermissionDenied(msg);
+  }
+  if (!rep.signed_by_trusted && !problems.empty() && !trusted.empty()) {
+    // A bad signature is never silently ignored, policy or not.
+    std::string msg = label + ": ";
+    for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
+    return PermissionDenied(msg);
+  }
+  return rep;
+}
+
+Result<VerifyReport> Registry::Verify(std::string_view ref, bool require_signature) {
+  ASSIGN_OR_RETURN(ModelVersion v, Resolve(ref));
+  ASSIGN_OR_RETURN(std::string text, LoadManifestText(v));
+  ASSIGN_OR_RETURN(VerifyReport rep, CheckSignatures(v, text, require_signature));
+  for (const auto& f : v.files) {
+    std::string key = BlobKey(f.sha256);
+    auto st = artifacts_->Stat(key);
+    if (!st.ok()) {
+      return st.status().WithContext("file " + f.path + " of " + v.model + "/" +
+                                     std::to_string(v.version));
+    }
+    std::string got = "(size " + std::to_string(st->size) + " != " + std::to_string(f.size) + ")";
+    if (st->size == f.size) {
+      ASSIGN_OR_RETURN(got, HashObject(*artifacts_, key, f.size));
+    }
+    if (got != f.sha256) {
+      return DataLoss("file " + f.path + " of " + v.model + "/" + std::to_string(v.version) +
+                      " is corrupt in " + artifacts_->url() + ": sha256 " + got + ", expected " +
+                      f.sha256);
+    }
+  }
+  return rep;
+}
+
+Result<VerifyReport> Registry::Export(std::string_view ref, const std::string& dest,
+                                      const ExportOptions& options) {
+  ASSIGN_OR_RETURN(ModelVersion v, Resolve(ref));
+  ASSIGN_OR_RETURN(std::string text, LoadManifestText(v));
+  ASSIGN_OR_RETURN(VerifyReport rep, CheckSignatures(v, text, options.require_signature));
+  std::error_code ec;
+  fs::path target = fs::absolute(dest).lexically_normal();
+  if (fs::exists(fs::symlink_status(target, ec)) && !options.overwrite) {
+    return AlreadyExists("destination " + target.string() +
+                         " exists; pass --overwrite or choose "
+                         "a new directory");
+  }
+  fs::create_directories(target.parent_path(), ec);
+  std::string tmp = target.string() + ".tmp-XXXXXX";
+  if (::mkdtemp(tmp.data()) == nullptr) return IoError("mkdtemp " + tmp, errno);
+  auto cleanup = [&] { fs::remove_all(tmp, ec); };
+  for (const auto& f : v.files) {
+    RETURN_IF_ERROR(ValidateFilePath(f.path));  // defence in depth: metadata could be edited
+    fs::path out = fs::path(tmp) / f.path;
+    fs::create_directories(out.parent_path(), ec);
+    Status s = artifacts_->GetFile(BlobKey(f.sha256), out.string());
+    if (!s.ok()) {
+      cleanup();
+      return s.WithContext("downloading " + f.path);
+    }
+    auto h = HashPath(out.string(), out.filename().string());
+    if (!h.ok() || h->files.size() != 1 || h->files[0].sha256 != f.sha256) {
+      cleanup();
+      return DataLoss("file " + f.path + " of " + v.model + "/" + std::to_string(v.version) +
+                      " is corrupt in " + artifacts_->url() + ": sha256 " +
+                      (h.ok() && !h->files.empty() ? h->files[0].sha256 : std::string("?")) +
+                      ", expected " + f.sha256 + "; nothing was written to " + target.string());
+    }
+  }
+  if (options.write_signature && !rep.verified_keyids.empty()) {
+    ASSIGN_OR_RETURN(auto sigs, meta_->Signatures(v.model, v.version));
+    Status s = WriteFileAtomic((fs::path(tmp) / kSignatureFile).string(),
+                               sigs.at(rep.verified_keyids.front()));
+    if (!s.ok()) {
+      cleanup();
+      return s;
+    }
+  }
+  if (options.overwrite && fs::exists(target, ec)) fs::remove_all(target, ec);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    cleanup();
+    return IoError("renaming " + tmp + " to " + target.string(), err);
+  }
+  return rep;
+}
+
+}  // namespace gantry::registry
