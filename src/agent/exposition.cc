@@ -6,6 +6,7 @@
 
 #include "gantry/agent/collector.h"
 #include "gantry/core/http_parser.h"
+#include "gantry/core/metrics.h"
 
 namespace gantry::agent {
 
@@ -93,55 +94,6 @@ void SnapshotWriter::Finish() {
 
 namespace {
 
-void AppendNumber(double v, std::string* out) {
-  if (std::isnan(v)) {
-    out->append("NaN");
-    return;
-  }
-  if (std::isinf(v)) {
-    out->append(v > 0 ? "+Inf" : "-Inf");
-    return;
-  }
-  char buf[32];
-  // Integers (most counters) print without exponent up to 2^53.
-  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) {
-    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<int64_t>(v));
-    out->append(buf, r.ptr);
-    return;
-  }
-  auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-  out->append(buf, r.ptr);
-}
-
-// HELP text: the text format escapes \ and newline; OpenMetrics also '"'.
-void AppendHelp(std::string_view help, bool openmetrics, std::string* out) {
-  for (char c : help) {
-    if (c == '\\') {
-      out->append("\\\\");
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else if (c == '"' && openmetrics) {
-      out->append("\\\"");
-    } else {
-      out->push_back(c);
-    }
-  }
-}
-
-void AppendLabelValue(std::string_view v, std::string* out) {
-  for (char c : v) {
-    if (c == '\\') {
-      out->append("\\\\");
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else if (c == '"') {
-      out->append("\\\"");
-    } else {
-      out->push_back(c);
-    }
-  }
-}
-
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -199,7 +151,7 @@ void RenderExposition(const Snapshot& snapshot, ExpositionFormat format, std::st
     }
     if (!f.help.empty()) {
       out->append("# HELP ").append(family_name).append(" ");
-      AppendHelp(f.help, om, out);
+      metrics::AppendEscaped(out, f.help, /*quote=*/om);
       out->push_back('\n');
     }
     if (!om) out->append("# TYPE ").append(family_name).append(" ").append(type).append("\n");
@@ -212,13 +164,13 @@ void RenderExposition(const Snapshot& snapshot, ExpositionFormat format, std::st
           if (!first) out->push_back(',');
           first = false;
           out->append(k).append("=\"");
-          AppendLabelValue(v, out);
+          metrics::AppendEscaped(out, v, /*quote=*/true);
           out->push_back('"');
         }
         out->push_back('}');
       }
       out->push_back(' ');
-      AppendNumber(s.value, out);
+      metrics::AppendSampleValue(out, s.value);
       out->push_back('\n');
     }
   }

@@ -23,11 +23,14 @@ std::string_view TypeName(int type) {
   }
 }
 
+}  // namespace
+
 // Prometheus accepts Go's float syntax. Integral values print without a
 // fraction ("3", not "3.0" or "3e+00") because counters are mostly integers and
 // exact text is easier to read and to test; others use the shortest text that
 // round-trips, in %g style (so 0.0001 stays "0.0001").
-void AppendNumber(std::string* out, double v) {
+
+void AppendSampleValue(std::string* out, double v) {
   if (std::isnan(v)) {
     out->append("NaN");
     return;
@@ -67,6 +70,8 @@ void AppendEscaped(std::string* out, std::string_view s, bool quote) {
     }
   }
 }
+
+namespace {
 
 // Adds v to an atomic double. std::atomic<double>::fetch_add is a CAS loop on
 // x86-64 and arm64 anyway; spelling it out keeps the memory order explicit.
@@ -328,7 +333,7 @@ void AppendLabels(std::string* out, const Labels& labels, const char* le = nullp
   if (le != nullptr) {
     if (!first) out->push_back(',');
     out->append("le=\"");
-    AppendNumber(out, le_value);
+    AppendSampleValue(out, le_value);
     out->push_back('"');
   }
   out->push_back('}');
@@ -363,25 +368,25 @@ std::string Registry::Render() const {
           AppendLabels(&out, s.labels, "le",
                        i < nb ? h.bounds()[i] : std::numeric_limits<double>::infinity());
           out.push_back(' ');
-          AppendNumber(&out, static_cast<double>(cum));
+          AppendSampleValue(&out, static_cast<double>(cum));
           out.push_back('\n');
         }
         out.append(name).append("_sum");
         AppendLabels(&out, s.labels);
         out.push_back(' ');
-        AppendNumber(&out, h.Sum());
+        AppendSampleValue(&out, h.Sum());
         out.push_back('\n');
         // _count equals the +Inf bucket of this same snapshot, as Prometheus expects.
         out.append(name).append("_count");
         AppendLabels(&out, s.labels);
         out.push_back(' ');
-        AppendNumber(&out, static_cast<double>(cum));
+        AppendSampleValue(&out, static_cast<double>(cum));
         out.push_back('\n');
       } else {
         out.append(name);
         AppendLabels(&out, s.labels);
         out.push_back(' ');
-        AppendNumber(&out, fam->type == kCounter ? s.counter->Value() : s.gauge->Value());
+        AppendSampleValue(&out, fam->type == kCounter ? s.counter->Value() : s.gauge->Value());
         out.push_back('\n');
       }
     }

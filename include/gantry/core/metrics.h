@@ -83,6 +83,13 @@ std::vector<double> DefaultLatencyBuckets();
 // Validity checks: metric names [a-zA-Z_:][a-zA-Z0-9_:]*, label names
 // [a-zA-Z_][a-zA-Z0-9_]* not starting with "__" (reserved by Prometheus).
 bool ValidMetricName(std::string_view name);
+
+// Exposition-format text pieces, shared with the agent's renderer: a sample
+// value (integral values without a fraction, others as the shortest %g-style
+// text that round-trips, NaN, +Inf, -Inf) and escaped text (\\ and newline;
+// also '"' when `quote`, as label values and OpenMetrics HELP need).
+void AppendSampleValue(std::string* out, double v);
+void AppendEscaped(std::string* out, std::string_view s, bool quote);
 bool ValidLabelName(std::string_view name);
 
 // Thread-safe collection of metric families.
