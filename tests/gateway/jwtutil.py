@@ -33,7 +33,9 @@ class Keys:
 
     def __init__(self, d):
         self.dir = d
-        self.secret = os.urandom(32)
+        # Printable, as secrets usually are: the gateway strips a trailing CR/LF from the
+        # file (`echo secret > file`), so raw random bytes ending in one flaked 1 run in 128.
+        self.secret = os.urandom(32).hex().encode()
         self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.ec = ec.generate_private_key(ec.SECP256R1())
         self.secret_file = os.path.join(d, "jwt.secret")
