@@ -10,6 +10,19 @@
 namespace gantry::backup {
 namespace {
 
+// nlohmann's get<integer>() converts a JSON float with a plain cast, which is
+// undefined behaviour when the value is out of range (fuzz_backup_manifest:
+// "max_bytes": 1e26). Integer fields must be JSON integers; anything else is
+// the type_error the parser already reports as a mistyped field.
+template <typename T>
+T Integer(const Json& v) {
+  if (!v.is_number_integer()) {
+    throw Json::type_error::create(
+        302, "type must be an integer, but is " + std::string(v.type_name()), &v);
+  }
+  return v.get<T>();
+}
+
 std::string_view TypeName(EntryType t) {
   switch (t) {
     case EntryType::kDir:
@@ -122,7 +135,7 @@ Result<Manifest> Manifest::FromJson(const Json& j, std::string_view origin) {
     if (!j.is_object() || j.value("format", "") != "gantry-backup-manifest") {
       return corrupt("missing \"format\": \"gantry-backup-manifest\"");
     }
-    int version = j.at("version").get<int>();
+    int version = Integer<int>(j.at("version"));
     if (version != kManifestFormatVersion) {
       return InvalidArgument("manifest " + o + " has format version " + std::to_string(version) +
                              "; this gantry reads version " +
@@ -133,19 +146,22 @@ Result<Manifest> Manifest::FromJson(const Json& j, std::string_view origin) {
     if (!IsHexId(m.id, 16)) return corrupt("id '" + m.id + "' is not 16 hex characters");
     m.name = j.at("name").get<std::string>();
     m.time = j.at("time").get<std::string>();
-    m.time_unix = j.at("time_unix").get<int64_t>();
+    m.time_unix = Integer<int64_t>(j.at("time_unix"));
     m.hostname = j.value("hostname", "");
     for (const auto& [k, v] : j.at("tags").items()) m.tags[k] = v.get<std::string>();
     m.sources = j.at("sources").get<std::vector<std::string>>();
     const Json& s = j.at("stats");
-    m.stats.files = s.value("files", 0ull);
-    m.stats.dirs = s.value("dirs", 0ull);
-    m.stats.symlinks = s.value("symlinks", 0ull);
-    m.stats.skipped = s.value("skipped", 0ull);
-    m.stats.bytes = s.value("bytes", 0ull);
-    m.stats.chunks = s.value("chunks", 0ull);
-    m.stats.new_chunks = s.value("new_chunks", 0ull);
-    m.stats.uploaded_bytes = s.value("uploaded_bytes", 0ull);
+    auto count = [&](const char* k) {
+      return s.contains(k) ? Integer<uint64_t>(s.at(k)) : s.value(k, 0ull);
+    };
+    m.stats.files = count("files");
+    m.stats.dirs = count("dirs");
+    m.stats.symlinks = count("symlinks");
+    m.stats.skipped = count("skipped");
+    m.stats.bytes = count("bytes");
+    m.stats.chunks = count("chunks");
+    m.stats.new_chunks = count("new_chunks");
+    m.stats.uploaded_bytes = count("uploaded_bytes");
     const Json& entries = j.at("entries");
     if (!entries.is_array()) return corrupt("\"entries\" is not an array");
     std::unordered_set<std::string> dirs, seen;
@@ -163,8 +179,8 @@ Result<Manifest> Manifest::FromJson(const Json& j, std::string_view origin) {
         return corrupt(where + ": its parent is not a directory listed before it");
       }
       std::string type = ej.at("type").get<std::string>();
-      e.mode = ej.at("mode").get<uint32_t>() & 07777;
-      e.mtime_ns = ej.at("mtime_ns").get<int64_t>();
+      e.mode = Integer<uint32_t>(ej.at("mode")) & 07777;
+      e.mtime_ns = Integer<int64_t>(ej.at("mtime_ns"));
       if (type == "dir") {
         e.type = EntryType::kDir;
         dirs.insert(e.path);
@@ -176,11 +192,11 @@ Result<Manifest> Manifest::FromJson(const Json& j, std::string_view origin) {
         }
       } else if (type == "file") {
         e.type = EntryType::kFile;
-        e.size = ej.at("size").get<uint64_t>();
+        e.size = Integer<uint64_t>(ej.at("size"));
         uint64_t sum = 0;
         for (const Json& c : ej.at("chunks")) {
           if (!c.is_array() || c.size() != 2) return corrupt(where + ": malformed chunk reference");
-          ChunkRef r{c[0].get<std::string>(), c[1].get<uint64_t>()};
+          ChunkRef r{c[0].get<std::string>(), Integer<uint64_t>(c[1])};
           if (!IsHexId(r.id, 64)) return corrupt(where + ": chunk id '" + r.id + "' is not 64 hex");
           if (r.size == 0 || r.size > (1ull << 31)) {
             return corrupt(where + ": chunk " + r.id + " has impossible size " +

@@ -18,6 +18,19 @@
 namespace gantry::backup {
 namespace {
 
+// nlohmann's get<integer>() converts a JSON float with a plain cast, which is
+// undefined behaviour when the value is out of range (fuzz_backup_manifest:
+// "max_bytes": 1e26). Integer fields must be JSON integers; anything else is
+// the type_error the parser already reports as a mistyped field.
+template <typename T>
+T Integer(const Json& v) {
+  if (!v.is_number_integer()) {
+    throw Json::type_error::create(
+        302, "type must be an integer, but is " + std::string(v.type_name()), &v);
+  }
+  return v.get<T>();
+}
+
 constexpr uint8_t kFlagZstd = 1;
 constexpr uint8_t kFlagEncrypted = 2;
 constexpr size_t kNonceBytes = 12;
@@ -175,7 +188,7 @@ Result<RepoConfig> RepoConfig::FromJson(const Json& j, std::string_view origin) 
       return bad("missing \"format\": \"gantry-backup\"");
     }
     RepoConfig c;
-    c.version = j.at("version").get<int>();
+    c.version = Integer<int>(j.at("version"));
     if (c.version != kRepoFormatVersion) {
       return InvalidArgument(o + ": repository format version " + std::to_string(c.version) +
                              " is not supported (this gantry reads version " +
@@ -183,15 +196,15 @@ Result<RepoConfig> RepoConfig::FromJson(const Json& j, std::string_view origin) 
     }
     c.id = j.at("id").get<std::string>();
     const Json& ch = j.at("chunker");
-    c.chunker.min_bytes = ch.at("min_bytes").get<size_t>();
-    c.chunker.avg_bytes = ch.at("avg_bytes").get<size_t>();
-    c.chunker.max_bytes = ch.at("max_bytes").get<size_t>();
+    c.chunker.min_bytes = Integer<size_t>(ch.at("min_bytes"));
+    c.chunker.avg_bytes = Integer<size_t>(ch.at("avg_bytes"));
+    c.chunker.max_bytes = Integer<size_t>(ch.at("max_bytes"));
     ASSIGN_OR_RETURN(std::string seed, Unhex(ch.at("seed").get<std::string>(), "chunker.seed"));
     if (seed.size() != 8) return bad("chunker.seed must be 16 hex digits");
     std::memcpy(&c.chunker.seed, seed.data(), 8);
     Status s = ValidateChunkerParams(c.chunker);
     if (!s.ok()) return s.WithContext(o);
-    c.zstd_level = j.at("compression").at("level").get<int>();
+    c.zstd_level = Integer<int>(j.at("compression").at("level"));
     const Json& e = j.at("encryption");
     c.encrypted = !e.is_null();
     if (c.encrypted) {
@@ -199,7 +212,7 @@ Result<RepoConfig> RepoConfig::FromJson(const Json& j, std::string_view origin) 
           e.at("kdf").get<std::string>() != "pbkdf2-hmac-sha256") {
         return bad("unsupported encryption algorithm or kdf");
       }
-      c.kdf_iterations = e.at("iterations").get<int>();
+      c.kdf_iterations = Integer<int>(e.at("iterations"));
       c.salt_hex = e.at("salt").get<std::string>();
       c.key_check_hex = e.at("key_check").get<std::string>();
       if (c.kdf_iterations < 1 || c.salt_hex.size() != 32 || c.key_check_hex.size() != 64) {

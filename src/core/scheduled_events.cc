@@ -160,6 +160,11 @@ Result<std::chrono::system_clock::time_point> ParseRfc1123Date(std::string_view 
   tm.tm_min = minute;
   tm.tm_sec = second;
   time_t t = ::timegm(&tm);
+  // system_clock counts nanoseconds in 64 bits (until 2262): a later date
+  // would overflow in from_time_t, so it is rejected, not wrapped.
+  constexpr auto kMaxSeconds = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::time_point::max().time_since_epoch());
+  if (t > kMaxSeconds.count()) return bad("the year is too far in the future");
   return std::chrono::system_clock::from_time_t(t);
 }
 

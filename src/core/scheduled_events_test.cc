@@ -288,6 +288,26 @@ TEST(Rfc1123, ParsesAndRejects) {
   }
 }
 
+// Found by fuzz_scheduled_events: a year past 2262 overflowed the
+// nanosecond time_point (undefined behaviour) instead of being rejected.
+TEST(Rfc1123, RejectsYearsBeyondTheClock) {
+  auto last = ParseRfc1123Date("Fri, 31 Dec 2261 23:59:59 GMT");
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(std::chrono::system_clock::to_time_t(*last), 9214646399);
+  for (const char* far : {"29 Feb 2424 00:00:60 UTC", "Fri, 31 Dec 9999 23:59:59 GMT"}) {
+    auto r = ParseRfc1123Date(far);
+    ASSERT_FALSE(r.ok()) << far;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("too far in the future"));
+  }
+  auto doc = ParseScheduledEvents(
+      R"({"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Reboot",)"
+      R"("NotBefore":"Mon, 1 Jan 3000 00:00:00 GMT"}]})",
+      "origin");
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.status().code(), StatusCode::kDataLoss);
+}
+
 TEST(ScheduledEventsWatcher, PollReportsEachEventOnce) {
   MockImds imds;
   ScheduledEventsWatcher watcher(At(imds.endpoint() + "/"));

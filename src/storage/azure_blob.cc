@@ -338,7 +338,7 @@ std::optional<std::string_view> Element(std::string_view xml, std::string_view t
   if (gt == std::string_view::npos || gt >= to) return std::nullopt;
   if (xml[gt - 1] == '/') {  // <tag/>
     if (end) *end = gt + 1;
-    return std::string_view();
+    return xml.substr(gt + 1, 0);  // empty, but pointing into `xml` (callers subtract pointers)
   }
   std::string close = "</" + std::string(tag) + ">";
   size_t c = xml.find(close, gt + 1);

@@ -124,7 +124,8 @@ MPI_Datatype MpiType(DataType type) {
 }
 
 MPI_Op BuiltinOp(ReduceOp op) {
-  constexpr MPI_Op kOps[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+  // Not constexpr: Open MPI's handles are addresses of globals, not constant expressions for clang.
+  const MPI_Op kOps[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
   return kOps[OpIndex(op)];
 }
 
