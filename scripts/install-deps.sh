@@ -33,6 +33,8 @@ PACKAGES=(
   python3-scipy python3-pandas chromium
   # storage: Azure Blob client (libcurl), zstd for gantry backup
   libcurl4-openssl-dev libzstd-dev
+  # registry: libpq for the PostgreSQL metadata store; postgresql (server) started by its integration tests
+  libpq-dev postgresql
   # agent: node_exporter is the anchor in bench/agent.sh; a real Alertmanager in notify_alertmanager_integration_test
   prometheus-node-exporter prometheus-alertmanager
 )

@@ -42,6 +42,9 @@ struct RegistryFlags {
   bool require_signature = false, overwrite = false, no_sig_file = false;
   std::string require_signatures;  // policy: on|off
   std::string listen = "127.0.0.1:5000";
+  // remote client (--server) and serve's access control
+  std::string server, api_key, keys_db, jwt_secret_file, jwt_public_key, jwt_issuer, jwt_audience;
+  int64_t max_upload_mb = 256;
   // search
   std::string q_name, q_tag, q_alias, q_run, q_dataset, q_source, q_commit, q_parent;
   int limit = 100;
@@ -68,9 +71,11 @@ Result<std::unique_ptr<registry::Registry>> Open(const RegistryFlags& f) {
   std::string db = f.db;
   if (db.empty() && std::getenv("GANTRY_REGISTRY_DB")) db = std::getenv("GANTRY_REGISTRY_DB");
   if (db.empty()) {
-    return InvalidArgument("no registry database: pass --db PATH.sqlite or set GANTRY_REGISTRY_DB");
+    return InvalidArgument(
+        "no registry database: pass --db PATH.sqlite or --db postgresql://user@host/dbname, or set "
+        "GANTRY_REGISTRY_DB");
   }
-  ASSIGN_OR_RETURN(auto meta, registry::OpenSqliteMetadataStore(db));
+  ASSIGN_OR_RETURN(auto meta, registry::OpenMetadataStore(db));
   std::string url = f.artifacts;
   if (url.empty() && std::getenv("GANTRY_REGISTRY_ARTIFACTS")) {
     url = std::getenv("GANTRY_REGISTRY_ARTIFACTS");
@@ -148,9 +153,44 @@ void PrintVersion(const registry::ModelVersion& v) {
             << "\n";
 }
 
+// --server URL (or GANTRY_REGISTRY_SERVER): talk to `gantry registry serve`
+// instead of opening the stores. The credential (an API key or a JWT) comes
+// from --api-key or GANTRY_API_KEY and is sent as "Authorization: Bearer".
+std::optional<registry::RemoteRegistry> Remote(const RegistryFlags& f) {
+  std::string server = f.server;
+  if (server.empty() && std::getenv("GANTRY_REGISTRY_SERVER")) {
+    server = std::getenv("GANTRY_REGISTRY_SERVER");
+  }
+  if (server.empty()) return std::nullopt;
+  while (server.ends_with("/")) server.pop_back();
+  registry::RemoteOptions o;
+  o.server = server;
+  o.credential = f.api_key;
+  if (o.credential.empty() && std::getenv("GANTRY_API_KEY")) {
+    o.credential = std::getenv("GANTRY_API_KEY");
+  }
+  return registry::RemoteRegistry(o);
+}
+
+std::string Enc(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
 int DoRegister(const RegistryFlags& f) {
-  auto reg = Open(f);
-  if (!reg.ok()) return Fail("register", reg.status());
+  auto remote = Remote(f);
+  Result<std::unique_ptr<registry::Registry>> reg = InvalidArgument("unused");
+  if (!remote) {
+    reg = Open(f);
+    if (!reg.ok()) return Fail("register", reg.status());
+  }
   registry::RegisterRequest req;
   req.name = f.name;
   req.path = f.path;
@@ -174,6 +214,25 @@ int DoRegister(const RegistryFlags& f) {
     } else {
       req.lineage.metrics[p->first] = p->second;
     }
+  }
+  if (remote) {
+    if (!f.from_ckpt.empty()) {
+      return Fail("register", InvalidArgument("--from-ckpt is not supported with --server; "
+                                              "register the checkpoint directory by path"));
+    }
+    if (f.path.empty()) return Fail("register", InvalidArgument("pass a model PATH"));
+    req.path = f.path;
+    auto j = remote->Register(req);
+    if (!j.ok()) return Fail("register", j.status());
+    if (f.common.json) {
+      std::cout << j->dump(2) << "\n";
+    } else {
+      std::cout << "registered " << j->value("name", "") << "/" << j->value("version", "") << " on "
+                << f.server << " (" << (*j)["files"].size() << " files, "
+                << j->value("total_bytes", uint64_t{0}) << " bytes, manifest "
+                << j->value("manifest_sha256", "").substr(0, 16) << ")\n";
+    }
+    return kExitOk;
   }
   Result<registry::ModelVersion> v = InvalidArgument("unreachable");
   if (!f.from_ckpt.empty()) {
@@ -212,6 +271,24 @@ int DoRegister(const RegistryFlags& f) {
 }
 
 int DoList(const RegistryFlags& f) {
+  if (auto remote = Remote(f)) {
+    auto j = remote->Call("GET", "registered-models/search?max_results=1000");
+    if (!j.ok()) return Fail("list", j.status());
+    if (f.common.json) {
+      std::cout << j->dump(2) << "\n";
+      return kExitOk;
+    }
+    for (const auto& m : (*j)["registered_models"]) {
+      std::string aliases;
+      for (const auto& a : m["aliases"])
+        aliases +=
+            (aliases.empty() ? "" : " ") + a.value("alias", "") + "->" + a.value("version", "");
+      std::string latest = m.value("latest_version", "");
+      std::cout << fmt::format("{:<32} latest {:<5} {}\n", m.value("name", ""),
+                               latest.empty() ? std::string("-") : latest, aliases);
+    }
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("list", reg.status());
   auto models = (*reg)->meta().ListModels();
@@ -234,6 +311,25 @@ int DoList(const RegistryFlags& f) {
 }
 
 int DoShow(const RegistryFlags& f) {
+  if (auto remote = Remote(f)) {
+    std::string ep;
+    std::string r = f.ref;
+    if (r.starts_with("models:/")) r.erase(0, 8);
+    if (size_t at = r.find('@'); at != std::string::npos) {
+      ep = "registered-models/alias?name=" + Enc(r.substr(0, at)) +
+           "&alias=" + Enc(r.substr(at + 1));
+    } else if (size_t sl = r.find('/'); sl != std::string::npos) {
+      ep = "model-versions/get?name=" + Enc(r.substr(0, sl)) + "&version=" + Enc(r.substr(sl + 1));
+    } else {
+      ep = "registered-models/get?name=" + Enc(r);
+    }
+    auto j = remote->Call("GET", ep);
+    if (!j.ok()) return Fail("show", j.status());
+    std::cout
+        << (j->contains("model_version") ? (*j)["model_version"] : (*j)["registered_model"]).dump(2)
+        << "\n";
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("show", reg.status());
   // "name" shows the model; "name/3" or "name@alias" a version.
@@ -263,6 +359,26 @@ int DoShow(const RegistryFlags& f) {
 }
 
 int DoVersions(const RegistryFlags& f) {
+  if (auto remote = Remote(f)) {
+    auto j = remote->Call("GET", "model-versions/search?name=" + Enc(f.name));
+    if (!j.ok()) return Fail("versions", j.status());
+    if (f.common.json) {
+      std::cout << j->dump(2) << "\n";
+      return kExitOk;
+    }
+    for (const auto& v : (*j)["model_versions"]) {
+      std::string aliases;
+      for (const auto& a : v["aliases"])
+        aliases += (aliases.empty() ? "" : ",") + a.get<std::string>();
+      std::cout << fmt::format("{:>5}  {}  {:>12}  {}  {}{}\n", v.value("version", ""),
+                               Time(v.value("creation_timestamp", int64_t{0}) / 1000),
+                               v.value("total_bytes", uint64_t{0}),
+                               v.value("manifest_sha256", "").substr(0, 16),
+                               v["signatures"].empty() ? "unsigned" : "signed",
+                               aliases.empty() ? "" : "  [" + aliases + "]");
+    }
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("versions", reg.status());
   auto vs = (*reg)->meta().ListVersions(f.name);
@@ -289,9 +405,16 @@ std::optional<int64_t> Expect(const RegistryFlags& f) {
 }
 
 int DoAliasSet(const RegistryFlags& f) {
-  auto reg = Open(f);
-  if (!reg.ok()) return Fail("alias set", reg.status());
-  Status s = (*reg)->SetAlias(f.name, f.alias, f.version, Expect(f));
+  Status s;
+  if (auto remote = Remote(f)) {
+    Json body = {{"name", f.name}, {"alias", f.alias}, {"version", std::to_string(f.version)}};
+    if (Expect(f)) body["expected_version"] = std::to_string(*Expect(f));
+    s = remote->Call("POST", "registered-models/alias", body).status();
+  } else {
+    auto reg = Open(f);
+    if (!reg.ok()) return Fail("alias set", reg.status());
+    s = (*reg)->SetAlias(f.name, f.alias, f.version, Expect(f));
+  }
   if (!s.ok()) return Fail("alias set", s);
   if (f.common.json) {
     std::cout
@@ -304,9 +427,16 @@ int DoAliasSet(const RegistryFlags& f) {
 }
 
 int DoAliasRm(const RegistryFlags& f) {
-  auto reg = Open(f);
-  if (!reg.ok()) return Fail("alias rm", reg.status());
-  Status s = (*reg)->DeleteAlias(f.name, f.alias, Expect(f));
+  Status s;
+  if (auto remote = Remote(f)) {
+    std::string ep = "registered-models/alias?name=" + Enc(f.name) + "&alias=" + Enc(f.alias);
+    if (Expect(f)) ep += "&expected_version=" + std::to_string(*Expect(f));
+    s = remote->Call("DELETE", ep).status();
+  } else {
+    auto reg = Open(f);
+    if (!reg.ok()) return Fail("alias rm", reg.status());
+    s = (*reg)->DeleteAlias(f.name, f.alias, Expect(f));
+  }
   if (!s.ok()) return Fail("alias rm", s);
   if (!f.common.json) std::cout << "removed " << f.name << "@" << f.alias << "\n";
   return kExitOk;
@@ -322,13 +452,22 @@ Json ReportJson(const registry::VerifyReport& r) {
 }
 
 int DoDownload(const RegistryFlags& f) {
-  auto reg = Open(f);
-  if (!reg.ok()) return Fail("download", reg.status());
-  registry::ExportOptions o;
-  o.require_signature = f.require_signature;
-  o.overwrite = f.overwrite;
-  o.write_signature = !f.no_sig_file;
-  auto r = (*reg)->Export(f.ref, f.dest, o);
+  Result<registry::VerifyReport> r = InvalidArgument("unused");
+  if (auto remote = Remote(f)) {
+    if (f.require_signature) {
+      return Fail("download", InvalidArgument("--require-signature is not supported with --server "
+                                              "yet (signatures are verified only locally)"));
+    }
+    r = remote->Download(f.ref, f.dest, f.overwrite);
+  } else {
+    auto reg = Open(f);
+    if (!reg.ok()) return Fail("download", reg.status());
+    registry::ExportOptions o;
+    o.require_signature = f.require_signature;
+    o.overwrite = f.overwrite;
+    o.write_signature = !f.no_sig_file;
+    r = (*reg)->Export(f.ref, f.dest, o);
+  }
   if (!r.ok()) return Fail("download", r.status());
   if (f.common.json) {
     std::cout << ReportJson(*r).dump(2) << "\n";
@@ -513,8 +652,61 @@ int DoPolicy(const RegistryFlags& f) {
 }
 
 int DoServe(const RegistryFlags& f) {
+  // Deny by default: without a credential source every request would be 401,
+  // so refuse to start instead of serving a useless (or misconfigured) API.
+  if (f.keys_db.empty() && f.jwt_secret_file.empty() && f.jwt_public_key.empty()) {
+    return Fail(
+        "serve",
+        InvalidArgument(
+            "no credentials configured: pass --keys-db PATH (API "
+            "keys: `gantry gateway keys create --state PATH --name N --role reader|writer|admin`) "
+            "and/or --jwt-secret-file / --jwt-public-key"));
+  }
+  if (f.max_upload_mb < 1 || f.max_upload_mb > 16384) {
+    return Fail("serve", InvalidArgument("--max-upload-mb must be 1..16384"));
+  }
+  registry::HttpApiOptions api;
+  std::unique_ptr<security::KeyStore> keys;
+  if (!f.keys_db.empty()) {
+    auto ks = security::KeyStore::Open(f.keys_db);
+    if (!ks.ok()) return Fail("serve", ks.status());
+    keys = *std::move(ks);
+    auto snap = keys->Snapshot();
+    if (!snap.ok()) return Fail("serve", snap.status());
+    api.keys = *snap;
+    api.key_store = keys.get();
+  }
+  std::unique_ptr<security::JwtVerifier> jwt;
+  if (!f.jwt_secret_file.empty() || !f.jwt_public_key.empty()) {
+    security::JwtOptions jo;
+    jo.issuer = f.jwt_issuer;
+    if (!f.jwt_audience.empty()) jo.audiences.push_back(f.jwt_audience);
+    std::string alg;
+    if (!f.jwt_secret_file.empty()) {
+      auto secret = ReadFile(f.jwt_secret_file);
+      if (!secret.ok()) return Fail("serve", secret.status());
+      while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) {
+        secret->pop_back();
+      }
+      jo.keys.push_back({.alg = "HS256", .kid = "", .secret = *secret, .public_pem = ""});
+    }
+    if (!f.jwt_public_key.empty()) {
+      auto pem = ReadFile(f.jwt_public_key);
+      if (!pem.ok()) return Fail("serve", pem.status());
+      // The algorithm follows the key type (RSA: RS256, P-256: ES256).
+      security::JwtOptions probe;
+      probe.keys.push_back({.alg = "RS256", .kid = "", .secret = "", .public_pem = *pem});
+      alg = security::JwtVerifier::Create(probe).ok() ? "RS256" : "ES256";
+      jo.keys.push_back({.alg = alg, .kid = "", .secret = "", .public_pem = *pem});
+    }
+    auto v = security::JwtVerifier::Create(jo);
+    if (!v.ok()) return Fail("serve", v.status());
+    jwt = *std::move(v);
+    api.jwt = jwt.get();
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("serve", reg.status());
+  api.audit = AuditSlot().get();
   // Block the stop signals before the server thread starts so only sigwait sees them.
   sigset_t set;
   sigemptyset(&set);
@@ -522,13 +714,18 @@ int DoServe(const RegistryFlags& f) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   http::Server server;
-  registry::AddHttpRoutes(**reg, server);
+  registry::AddHttpRoutes(**reg, api, server);
   http::ServerOptions o;
   o.listen = f.listen;
+  o.max_body_bytes = static_cast<size_t>(f.max_upload_mb) << 20;
+  // Blob uploads arrive whole in one request; give large ones time.
+  o.read_timeout = std::chrono::seconds(600);
   Status s = server.Start(o);
   if (!s.ok()) return Fail("serve", s);
-  std::cout << "serving the registry (read-only, MLflow-shaped /api/2.0/mlflow/...) on port "
-            << server.port() << std::endl;
+  std::cout << "serving the registry (MLflow-shaped /api/2.0/mlflow/..., blobs under "
+               "/api/2.0/gantry/; "
+            << (keys ? "API keys" : "") << (keys && jwt ? " + " : "") << (jwt ? "JWT" : "")
+            << ", deny by default) on port " << server.port() << std::endl;
   int sig = 0;
   sigwait(&set, &sig);
   server.Stop();
@@ -552,7 +749,10 @@ void RegisterRegistry(CLI::App& app, Action* action) {
       "docs/registry.md.");
   auto common = [flags](CLI::App* c) {
     AddCommonFlags(c, &flags->common);
-    c->add_option("--db", flags->db, "Registry metadata database (SQLite)");
+    c->add_option("--db", flags->db,
+                 "Registry metadata database: a SQLite file path, or a PostgreSQL URI "
+                 "postgresql://user[:pw]@host[:port]/dbname (the database must exist; the schema is "
+                 "created on first use)");
     c->add_option("--artifacts", flags->artifacts,
                   "Artifact store URL (remembered in the database)");
     c->add_option("--container", flags->container,
@@ -561,6 +761,13 @@ void RegisterRegistry(CLI::App& app, Action* action) {
         "--audit-log", flags->audit_log,
         "Append every change to this hash-chained audit log (or GANTRY_REGISTRY_AUDIT_LOG; "
         "check with `gantry audit verify`)");
+  };
+  // Commands that can talk to `gantry registry serve` instead of the stores.
+  auto remote = [flags](CLI::App* c) {
+    c->add_option("--server", flags->server,
+                  "Registry server http://HOST:PORT (or GANTRY_REGISTRY_SERVER; plain http only)");
+    c->add_option("--api-key", flags->api_key,
+                  "API key or JWT for --server (or GANTRY_API_KEY); prefer the environment");
   };
   auto set = [flags, action](CLI::App* c, int (*fn)(const RegistryFlags&)) {
     c->callback([flags, action, fn] {
@@ -574,6 +781,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   CLI::App* r = reg->add_subcommand(
       "register", "Register a new version from a directory, a file or a checkpoint");
   common(r);
+  remote(r);
   r->add_option("name", flags->name, "Model name")->required();
   r->add_option("path", flags->path, "Model directory or single file (e.g. model.safetensors)");
   r->add_option("--from-ckpt", flags->from_ckpt, "Checkpoint root to register a step from");
@@ -591,16 +799,19 @@ void RegisterRegistry(CLI::App& app, Action* action) {
 
   CLI::App* l = reg->add_subcommand("list", "List registered models");
   common(l);
+  remote(l);
   set(l, DoList);
 
   CLI::App* sh =
       reg->add_subcommand("show", "Show a model (NAME) or a version (NAME/V, NAME@ALIAS)");
   common(sh);
+  remote(sh);
   sh->add_option("ref", flags->ref, "NAME, NAME/VERSION or NAME@ALIAS")->required();
   set(sh, DoShow);
 
   CLI::App* vs = reg->add_subcommand("versions", "List the versions of a model");
   common(vs);
+  remote(vs);
   vs->add_option("name", flags->name, "Model name")->required();
   set(vs, DoVersions);
 
@@ -609,6 +820,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   al->require_subcommand(1);
   CLI::App* as = al->add_subcommand("set", "Point ALIAS at VERSION");
   common(as);
+  remote(as);
   as->add_option("name", flags->name, "Model name")->required();
   as->add_option("alias", flags->alias, "Alias (production, staging, ...)")->required();
   as->add_option("version", flags->version, "Version number")->required();
@@ -617,6 +829,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   set(as, DoAliasSet);
   CLI::App* ar = al->add_subcommand("rm", "Remove ALIAS");
   common(ar);
+  remote(ar);
   ar->add_option("name", flags->name, "Model name")->required();
   ar->add_option("alias", flags->alias, "Alias")->required();
   ar->add_option("--expect", flags->expect, "Only if the alias points at this version now");
@@ -625,6 +838,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   CLI::App* dl =
       reg->add_subcommand("download", "Export a version to a directory, verifying every byte");
   common(dl);
+  remote(dl);
   dl->add_option("ref", flags->ref, "NAME, NAME/VERSION or NAME@ALIAS")->required();
   dl->add_option("dest", flags->dest, "Destination directory (must not exist)")->required();
   dl->add_flag("--require-signature", flags->require_signature,
@@ -689,9 +903,21 @@ void RegisterRegistry(CLI::App& app, Action* action) {
 
   CLI::App* sv = reg->add_subcommand(
       "serve",
-      "Serve a read-only HTTP API shaped after MLflow's model registry (until SIGINT/SIGTERM)");
+      "Serve the registry's HTTP API (MLflow-shaped, authenticated; until SIGINT/SIGTERM)");
   common(sv);
   sv->add_option("--listen", flags->listen, "HOST:PORT")->capture_default_str();
+  sv->add_option(
+      "--keys-db", flags->keys_db,
+      "API key database (`gantry gateway keys create --state PATH`); role reader|writer|admin");
+  sv->add_option("--jwt-secret-file", flags->jwt_secret_file,
+                 "Accept HS256 JWTs signed with this secret (>= 32 bytes); role claim 'role'");
+  sv->add_option("--jwt-public-key", flags->jwt_public_key,
+                 "Accept RS256 / ES256 JWTs verified with this public key PEM");
+  sv->add_option("--jwt-issuer", flags->jwt_issuer, "Required JWT 'iss'");
+  sv->add_option("--jwt-audience", flags->jwt_audience, "Required JWT 'aud'");
+  sv->add_option("--max-upload-mb", flags->max_upload_mb,
+                 "Largest blob upload (held in memory while verified)")
+      ->capture_default_str();
   set(sv, DoServe);
 
   CLI::App* po = reg->add_subcommand("policy", "Show or set the registry policy");

@@ -1,17 +1,36 @@
-// MLflow-shaped read-only HTTP API (see http_api.h).
+// MLflow-shaped registry HTTP API with access control, and its client (see http_api.h).
 #include "gantry/registry/http_api.h"
 
 #include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gantry/core/http_client.h"
+#include "gantry/security/api_key.h"
+#include "gantry/security/crypto.h"
+#include "gantry/security/rbac.h"
 
 namespace gantry::registry {
 namespace {
 
-constexpr std::string_view kPrefix = "/api/2.0/mlflow/";
+namespace fs = std::filesystem;
+
+constexpr std::string_view kMlflow = "/api/2.0/mlflow/";
+constexpr std::string_view kGantry = "/api/2.0/gantry/";
+constexpr std::string_view kBlobs = "/api/2.0/gantry/blobs/sha256/";
+constexpr std::string_view kManifests = "/api/2.0/gantry/manifests/sha256/";
 
 void Reply(http::ServerResponse* resp, int status, const Json& body) {
   resp->status = status;
   resp->content_type = "application/json";
   resp->body = body.dump();
+}
+
+void ReplyError(http::ServerResponse* resp, int status, std::string_view code,
+                std::string_view message) {
+  Reply(resp, status, Json{{"error_code", code}, {"message", message}});
 }
 
 void Error(http::ServerResponse* resp, const Status& s) {
@@ -30,78 +49,792 @@ void Error(http::ServerResponse* resp, const Status& s) {
       status = 403;
       code = "PERMISSION_DENIED";
       break;
+    case StatusCode::kAlreadyExists:
+      status = 409;
+      code = "RESOURCE_ALREADY_EXISTS";
+      break;
+    case StatusCode::kFailedPrecondition:
+      // Compare-and-set misses (alias moved meanwhile) are conflicts.
+      status = 409;
+      code = "CONFLICT";
+      break;
+    case StatusCode::kDataLoss:
+      status = 500;
+      code = "DATA_LOSS";
+      break;
     default:
       break;
   }
-  Reply(resp, status, Json{{"error_code", code}, {"message", s.message()}});
+  ReplyError(resp, status, code, s.message());
 }
 
-void Handle(Registry& reg, const http::ServerRequest& req, http::ServerResponse* resp) {
-  std::string_view path = req.path;
-  if (!path.starts_with(kPrefix)) return Error(resp, NotFound("unknown path " + req.path));
-  std::string_view ep = path.substr(kPrefix.size());
-  if (req.method != "GET") {
-    return Error(resp, PermissionDenied(req.method + " " + req.path +
-                                        ": this server is read-only (no authentication yet); "
-                                        "change the registry with `gantry registry`"));
+bool IsHex64(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// ---- access control ----
+// Roles nest; the policy is the shared RBAC code so the matching rules are
+// the gateway's.
+const security::Policy& RolePolicy() {
+  static const security::Policy p = [] {
+    auto r = security::Policy::Create({
+        {"reader", {{"registry:read"}}},
+        {"writer", {{"registry:read"}, {"registry:write"}}},
+        {"admin", {{"registry:*"}}},
+    });
+    return *r;
+  }();
+  return p;
+}
+
+std::string_view RoleFor(std::string_view action) {
+  if (action == "registry:read") return "reader";
+  if (action == "registry:write") return "writer";
+  return "admin";
+}
+
+// Status PermissionDenied here means "no valid credential" (401).
+Result<Caller> Authenticate(const HttpApiOptions& o, const http::ServerRequest& req, int64_t now) {
+  std::string token;
+  if (const std::string* h = req.Header("authorization")) {
+    if (h->size() < 7 || !(std::string_view(*h).substr(0, 7) == "Bearer " ||
+                           std::string_view(*h).substr(0, 7) == "bearer ")) {
+      return PermissionDenied("Authorization must be 'Bearer <API key or JWT>'");
+    }
+    token = h->substr(7);
+    while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+  } else if (const std::string* k = req.Header("x-api-key")) {
+    token = *k;
   }
-  std::string name = req.QueryParam("name");
-  if (ep == "registered-models/get") {
-    auto m = reg.meta().GetModel(name);
-    if (!m.ok()) return Error(resp, m.status());
-    return Reply(resp, 200, Json{{"registered_model", ToJson(*m)}});
+  if (token.empty()) {
+    return PermissionDenied(
+        "no credentials: send 'X-API-Key: <key>' or 'Authorization: Bearer <key or JWT>'");
   }
-  if (ep == "registered-models/search") {
-    auto ms = reg.meta().ListModels();
-    if (!ms.ok()) return Error(resp, ms.status());
-    int max = 100;
-    std::string mr = req.QueryParam("max_results");
-    if (!mr.empty()) {
-      auto [p, ec] = std::from_chars(mr.data(), mr.data() + mr.size(), max);
-      if (ec != std::errc() || p != mr.data() + mr.size() || max < 1 || max > 1000) {
-        return Error(resp, InvalidArgument("max_results '" + mr + "' must be 1..1000"));
+  Caller c;
+  if (token.starts_with(security::kApiKeyPrefix)) {
+    if (!o.keys) return PermissionDenied("API keys are not configured on this server (--keys-db)");
+    const security::ApiKeyInfo* info = nullptr;
+    security::KeyCheck check = security::Authenticate(*o.keys, token, now, &info);
+    if (check != security::KeyCheck::kOk) {
+      return PermissionDenied("API key rejected: " + std::string(security::KeyCheckName(check)));
+    }
+    c.actor = "api_key:" + info->id;
+    c.roles = {info->role};
+    return c;
+  }
+  if (o.jwt == nullptr) {
+    return PermissionDenied("credential is not an API key and JWT is not configured");
+  }
+  auto claims = o.jwt->Verify(token, now);
+  if (!claims.ok()) return PermissionDenied("token rejected: " + claims.status().message());
+  c.actor = "jwt:" + claims->subject;
+  c.roles = claims->roles;
+  return c;
+}
+
+bool Allowed(const Caller& c, std::string_view action) {
+  for (const auto& r : c.roles)
+    if (RolePolicy().Allowed(r, action, "*")) return true;
+  return false;
+}
+
+// ---- JSON fields ----
+Result<Json> ParseBody(const http::ServerRequest& req) {
+  if (req.body.empty()) return InvalidArgument("request body must be a JSON object");
+  Json j = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument("request body is not a JSON object");
+  }
+  return j;
+}
+
+Result<std::string> Str(const Json& j, const char* field, bool required = true) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (required) return InvalidArgument(std::string("missing field '") + field + "'");
+    return std::string();
+  }
+  if (!it->is_string())
+    return InvalidArgument(std::string("field '") + field + "' must be a string");
+  return it->get<std::string>();
+}
+
+// MLflow sends versions as strings; numbers are accepted too.
+Result<std::optional<int64_t>> Version(const Json& j, const char* field, bool required,
+                                       int64_t min = 1) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (required) return InvalidArgument(std::string("missing field '") + field + "'");
+    return std::optional<int64_t>();
+  }
+  int64_t v = -1;
+  if (it->is_number_integer()) {
+    v = it->get<int64_t>();
+  } else if (it->is_string()) {
+    const std::string& s = it->get_ref<const std::string&>();
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) v = -1;
+  }
+  if (v < min) {
+    return InvalidArgument(std::string("field '") + field +
+                           "' must be a version number >= " + std::to_string(min));
+  }
+  return std::optional<int64_t>(v);
+}
+
+// ---- handlers ----
+struct Ctx {
+  Registry& reg;
+  const HttpApiOptions& o;
+  const Caller& who;
+  int64_t now;
+};
+
+Status AuditChange(Ctx& c, Json record) {
+  if (c.o.audit == nullptr) return Status::Ok();
+  Json r = Json::object();
+  r["time"] = c.now;
+  r["type"] = "registry";
+  for (auto it = record.begin(); it != record.end(); ++it) r[it.key()] = it.value();
+  r["actor"] = c.who.actor;
+  r["via"] = "http";
+  r["artifacts"] = c.reg.artifacts().url();
+  c.o.audit->Append(r.dump());
+  return c.o.audit->Flush().WithContext("writing the registry audit record");
+}
+
+Status CreateVersion(Ctx& c, const Json& body, http::ServerResponse* resp) {
+  ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+  RETURN_IF_ERROR(ValidateModelName(name));
+  ASSIGN_OR_RETURN(std::string description, Str(body, "description", false));
+  if (description.size() > 5000) return InvalidArgument("field 'description' is over 5000 bytes");
+  auto fit = body.find("files");
+  if (fit == body.end() || !fit->is_array() || fit->empty()) {
+    return InvalidArgument("field 'files' must be a non-empty array of {path, sha256, size}");
+  }
+  if (fit->size() > kMaxFiles) return InvalidArgument("field 'files' lists over 100000 files");
+  Manifest m;
+  m.name = name;
+  for (size_t i = 0; i < fit->size(); ++i) {
+    const Json& f = (*fit)[i];
+    std::string where = "files[" + std::to_string(i) + "]";
+    if (!f.is_object()) return InvalidArgument("field '" + where + "' must be an object");
+    FileEntry e;
+    auto p = Str(f, "path");
+    auto h = Str(f, "sha256");
+    if (!p.ok()) return InvalidArgument(where + ": " + p.status().message());
+    if (!h.ok()) return InvalidArgument(where + ": " + h.status().message());
+    e.path = *p;
+    e.sha256 = *h;
+    RETURN_IF_ERROR(ValidateFilePath(e.path).WithContext(where + ".path"));
+    if (!IsHex64(e.sha256)) {
+      return InvalidArgument("field '" + where + ".sha256' must be 64 lowercase hex digits");
+    }
+    auto s = f.find("size");
+    if (s == f.end() || !s->is_number_unsigned()) {
+      return InvalidArgument("field '" + where + ".size' must be a non-negative integer");
+    }
+    e.size = s->get<uint64_t>();
+    m.files.push_back(std::move(e));
+  }
+  std::sort(m.files.begin(), m.files.end(),
+            [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+  for (size_t i = 1; i < m.files.size(); ++i) {
+    if (m.files[i].path == m.files[i - 1].path) {
+      return InvalidArgument("field 'files' lists '" + m.files[i].path + "' twice");
+    }
+  }
+  std::map<std::string, std::string> tags;
+  if (auto t = body.find("tags"); t != body.end() && !t->is_null()) {
+    if (!t->is_object()) return InvalidArgument("field 'tags' must be an object of strings");
+    for (auto it = t->begin(); it != t->end(); ++it) {
+      if (!it->is_string()) {
+        return InvalidArgument("field 'tags." + it.key() + "' must be a string");
+      }
+      RETURN_IF_ERROR(ValidateTag(it.key(), it->get<std::string>()));
+      tags[it.key()] = it->get<std::string>();
+    }
+  }
+  Lineage lin;
+  ASSIGN_OR_RETURN(lin.run_id, Str(body, "run_id", false));
+  if (auto l = body.find("lineage"); l != body.end() && !l->is_null()) {
+    if (!l->is_object()) return InvalidArgument("field 'lineage' must be an object");
+    auto field = [&](const char* k, std::string* out) -> Status {
+      auto s = Str(*l, k, false);
+      if (!s.ok()) return InvalidArgument("lineage: " + s.status().message());
+      if (!s->empty()) *out = *s;
+      return Status::Ok();
+    };
+    RETURN_IF_ERROR(field("source", &lin.source));
+    RETURN_IF_ERROR(field("run_id", &lin.run_id));
+    RETURN_IF_ERROR(field("code_commit", &lin.code_commit));
+    RETURN_IF_ERROR(field("parent", &lin.parent));
+    if (auto d = l->find("dataset_digests"); d != l->end() && !d->is_null()) {
+      if (!d->is_array())
+        return InvalidArgument("field 'lineage.dataset_digests' must be an array");
+      for (const auto& x : *d) {
+        if (!x.is_string()) {
+          return InvalidArgument("field 'lineage.dataset_digests' must hold strings");
+        }
+        lin.dataset_digests.push_back(x.get<std::string>());
       }
     }
-    Json out = Json::array();
-    for (const auto& m : *ms) {
-      if (static_cast<int>(out.size()) >= max) break;
-      out.push_back(ToJson(m));
+    if (auto mt = l->find("metrics"); mt != l->end() && !mt->is_null()) {
+      if (!mt->is_object()) return InvalidArgument("field 'lineage.metrics' must be an object");
+      lin.metrics = *mt;
     }
-    return Reply(resp, 200, Json{{"registered_models", out}});
   }
-  if (ep == "model-versions/get") {
-    auto v = reg.Resolve(name + "/" + req.QueryParam("version"));
-    if (!v.ok()) return Error(resp, v.status());
-    return Reply(resp, 200, Json{{"model_version", ToJson(*v)}});
+  // Every blob must be stored before the manifest and the row are written.
+  for (const auto& f : m.files) {
+    auto st = c.reg.artifacts().Stat(BlobKey(f.sha256));
+    if (!st.ok() || st->size != f.size) {
+      ReplyError(
+          resp, 412, "BLOB_MISSING",
+          "file '" + f.path + "': blob sha256:" + f.sha256 + " (" + std::to_string(f.size) +
+              " bytes) is not stored; upload it with PUT /api/2.0/gantry/blobs/sha256/<hex>");
+      return Status::Ok();
+    }
+  }
+  std::string statement = StatementJson(m);
+  std::string manifest_sha = security::Sha256Hex(statement);
+  storage::PutOptions po;
+  po.content_type = "application/json";
+  RETURN_IF_ERROR(
+      c.reg.artifacts()
+          .Put(ManifestKey(manifest_sha),
+               std::span<const std::byte>(reinterpret_cast<const std::byte*>(statement.data()),
+                                          statement.size()),
+               po)
+          .WithContext("storing the manifest"));
+  ModelVersion v;
+  v.model = name;
+  v.description = description;
+  v.manifest_sha256 = manifest_sha;
+  v.subject_sha256 = SubjectDigest(m.files);
+  v.files = m.files;
+  for (const auto& f : m.files) v.total_bytes += f.size;
+  v.lineage = std::move(lin);
+  if (v.lineage.source.empty()) v.lineage.source = "http:" + c.who.actor;
+  v.tags = std::move(tags);
+  RETURN_IF_ERROR(c.reg.meta().EnsureModel(name, "", c.now));
+  ASSIGN_OR_RETURN(int64_t n, c.reg.meta().InsertVersion(v, c.now));
+  RETURN_IF_ERROR(AuditChange(c, {{"action", "register"},
+                                  {"model", name},
+                                  {"version", n},
+                                  {"manifest_sha256", manifest_sha},
+                                  {"source", v.lineage.source}}));
+  ASSIGN_OR_RETURN(ModelVersion got, c.reg.meta().GetVersion(name, n));
+  Reply(resp, 200, Json{{"model_version", ToJson(got)}});
+  return Status::Ok();
+}
+
+// Returns the action the request needs ("registry:read|write|admin").
+std::string_view ActionOf(const http::ServerRequest& req) {
+  std::string_view p = req.path;
+  if (req.method == "GET" || req.method == "HEAD") return "registry:read";
+  if (p.starts_with("/api/2.0/gantry/policy") || p.starts_with("/api/2.0/gantry/trusted-keys")) {
+    return "registry:admin";
+  }
+  return "registry:write";
+}
+
+Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* resp) {
+  Registry& reg = c.reg;
+  std::string_view path = req.path;
+  const std::string& method = req.method;
+  // ---- blobs and manifests ----
+  if (path.starts_with(kBlobs) || path.starts_with(kManifests)) {
+    bool blob = path.starts_with(kBlobs);
+    std::string hex(path.substr(blob ? kBlobs.size() : kManifests.size()));
+    if (!IsHex64(hex))
+      return InvalidArgument("digest '" + hex + "' must be 64 lowercase hex digits");
+    std::string key = blob ? BlobKey(hex) : ManifestKey(hex);
+    if (method == "GET") {
+      auto data = reg.artifacts().Get(key);
+      if (!data.ok()) {
+        if (data.status().code() == StatusCode::kNotFound) {
+          return NotFound(std::string(blob ? "blob" : "manifest") + " sha256:" + hex +
+                          " is not stored");
+        }
+        return data.status();
+      }
+      resp->status = 200;
+      resp->content_type = blob ? "application/octet-stream" : "application/json";
+      resp->body = std::move(*data);
+      return Status::Ok();
+    }
+    if (method == "PUT" && blob) {
+      // Verified on receipt: a body whose digest differs is never stored.
+      std::string got = security::Sha256Hex(req.body);
+      if (got != hex) {
+        return InvalidArgument("blob body has sha256 " + got + ", not " + hex +
+                               " named in the path; nothing stored");
+      }
+      auto st = reg.artifacts().Stat(key);
+      bool existed = st.ok() && st->size == req.body.size();
+      if (!existed) {
+        RETURN_IF_ERROR(reg.artifacts().Put(
+            key, std::span<const std::byte>(reinterpret_cast<const std::byte*>(req.body.data()),
+                                            req.body.size())));
+        RETURN_IF_ERROR(
+            AuditChange(c, {{"action", "blob_put"}, {"sha256", hex}, {"size", req.body.size()}}));
+      }
+      Reply(resp, existed ? 200 : 201, Json{{"sha256", hex}, {"size", req.body.size()}});
+      return Status::Ok();
+    }
+    ReplyError(resp, 405, "METHOD_NOT_ALLOWED", method + " " + req.path + " is not supported");
+    return Status::Ok();
+  }
+  // ---- admin ----
+  if (path == "/api/2.0/gantry/policy" && method == "POST") {
+    ASSIGN_OR_RETURN(Json body, ParseBody(req));
+    auto it = body.find("require_signatures");
+    if (it == body.end() || !it->is_boolean()) {
+      return InvalidArgument("field 'require_signatures' must be true or false");
+    }
+    reg.SetAudit(c.o.audit, c.who.actor);
+    RETURN_IF_ERROR(reg.SetSignaturesRequired(it->get<bool>()));
+    Reply(resp, 200, Json{{"require_signatures", it->get<bool>()}});
+    return Status::Ok();
+  }
+  if (path == "/api/2.0/gantry/trusted-keys") {
+    reg.SetAudit(c.o.audit, c.who.actor);
+    if (method == "POST") {
+      ASSIGN_OR_RETURN(Json body, ParseBody(req));
+      ASSIGN_OR_RETURN(std::string pem, Str(body, "public_pem"));
+      ASSIGN_OR_RETURN(std::string comment, Str(body, "comment", false));
+      ASSIGN_OR_RETURN(TrustedKey k, reg.TrustKey(pem, comment));
+      Reply(resp, 200, Json{{"keyid", k.keyid}, {"algorithm", k.algorithm}});
+      return Status::Ok();
+    }
+    if (method == "DELETE") {
+      std::string keyid = req.QueryParam("keyid");
+      if (keyid.empty()) return InvalidArgument("missing query parameter 'keyid'");
+      RETURN_IF_ERROR(reg.UntrustKey(keyid));
+      Reply(resp, 200, Json::object());
+      return Status::Ok();
+    }
+  }
+  if (!path.starts_with(kMlflow)) return NotFound("unknown path " + req.path);
+  std::string_view ep = path.substr(kMlflow.size());
+  // ---- reads ----
+  if (method == "GET") {
+    std::string name = req.QueryParam("name");
+    if (ep == "registered-models/get") {
+      ASSIGN_OR_RETURN(auto m, reg.meta().GetModel(name));
+      Reply(resp, 200, Json{{"registered_model", ToJson(m)}});
+      return Status::Ok();
+    }
+    if (ep == "registered-models/search") {
+      ASSIGN_OR_RETURN(auto ms, reg.meta().ListModels());
+      int max = 100;
+      std::string mr = req.QueryParam("max_results");
+      if (!mr.empty()) {
+        auto [p, ec] = std::from_chars(mr.data(), mr.data() + mr.size(), max);
+        if (ec != std::errc() || p != mr.data() + mr.size() || max < 1 || max > 1000) {
+          return InvalidArgument("max_results '" + mr + "' must be 1..1000");
+        }
+      }
+      Json out = Json::array();
+      for (const auto& m : ms) {
+        if (static_cast<int>(out.size()) >= max) break;
+        out.push_back(ToJson(m));
+      }
+      Reply(resp, 200, Json{{"registered_models", out}});
+      return Status::Ok();
+    }
+    if (ep == "model-versions/get") {
+      ASSIGN_OR_RETURN(auto v, reg.Resolve(name + "/" + req.QueryParam("version")));
+      Reply(resp, 200, Json{{"model_version", ToJson(v)}});
+      return Status::Ok();
+    }
+    if (ep == "registered-models/alias") {
+      ASSIGN_OR_RETURN(auto v, reg.Resolve(name + "@" + req.QueryParam("alias")));
+      Reply(resp, 200, Json{{"model_version", ToJson(v)}});
+      return Status::Ok();
+    }
+    if (ep == "model-versions/search") {
+      SearchQuery q;
+      q.run_id = req.QueryParam("run_id");
+      q.alias = req.QueryParam("alias");
+      std::vector<ModelVersion> vs;
+      if (!name.empty() && q.run_id.empty() && q.alias.empty()) {
+        ASSIGN_OR_RETURN(vs, reg.meta().ListVersions(name));
+      } else {
+        ASSIGN_OR_RETURN(vs, reg.meta().Search(q));
+      }
+      Json out = Json::array();
+      for (const auto& v : vs) {
+        if (!name.empty() && v.model != name) continue;
+        out.push_back(ToJson(v));
+      }
+      Reply(resp, 200, Json{{"model_versions", out}});
+      return Status::Ok();
+    }
+    return NotFound("unknown endpoint " + req.path);
+  }
+  // ---- writes ----
+  if (ep == "registered-models/alias" && method == "DELETE") {
+    std::string name = req.QueryParam("name"), alias = req.QueryParam("alias");
+    std::optional<int64_t> expected;
+    if (std::string e = req.QueryParam("expected_version"); !e.empty()) {
+      ASSIGN_OR_RETURN(expected,
+                       Version(Json{{"expected_version", e}}, "expected_version", false, 0));
+    }
+    reg.SetAudit(c.o.audit, c.who.actor);
+    RETURN_IF_ERROR(reg.DeleteAlias(name, alias, expected));
+    Reply(resp, 200, Json::object());
+    return Status::Ok();
+  }
+  if (method != "POST") {
+    ReplyError(resp, 405, "METHOD_NOT_ALLOWED", method + " " + req.path + " is not supported");
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(Json body, ParseBody(req));
+  if (ep == "registered-models/create") {
+    ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+    RETURN_IF_ERROR(ValidateModelName(name));
+    ASSIGN_OR_RETURN(std::string desc, Str(body, "description", false));
+    if (reg.meta().GetModel(name).ok()) {
+      return AlreadyExists("registered model '" + name + "' already exists");
+    }
+    RETURN_IF_ERROR(reg.meta().EnsureModel(name, desc, c.now));
+    RETURN_IF_ERROR(AuditChange(c, {{"action", "model_create"}, {"model", name}}));
+    ASSIGN_OR_RETURN(auto m, reg.meta().GetModel(name));
+    Reply(resp, 200, Json{{"registered_model", ToJson(m)}});
+    return Status::Ok();
+  }
+  if (ep == "registered-models/update" || ep == "model-versions/update") {
+    bool model = ep == "registered-models/update";
+    ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+    RETURN_IF_ERROR(ValidateModelName(name));
+    int64_t version = 0;
+    if (!model) {
+      ASSIGN_OR_RETURN(auto v, Version(body, "version", true));
+      version = *v;
+    }
+    ASSIGN_OR_RETURN(std::string desc, Str(body, "description"));
+    if (desc.size() > 5000) return InvalidArgument("field 'description' is over 5000 bytes");
+    RETURN_IF_ERROR(reg.meta().SetDescription(name, version, desc, c.now));
+    RETURN_IF_ERROR(
+        AuditChange(c, {{"action", "description"}, {"model", name}, {"version", version}}));
+    Reply(resp, 200, Json::object());
+    return Status::Ok();
+  }
+  if (ep == "model-versions/set-tag" || ep == "registered-models/set-tag") {
+    bool model = ep == "registered-models/set-tag";
+    ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+    RETURN_IF_ERROR(ValidateModelName(name));
+    int64_t version = 0;
+    if (!model) {
+      ASSIGN_OR_RETURN(auto v, Version(body, "version", true));
+      version = *v;
+    }
+    ASSIGN_OR_RETURN(std::string key, Str(body, "key"));
+    ASSIGN_OR_RETURN(std::string value, Str(body, "value"));
+    RETURN_IF_ERROR(ValidateTag(key, value));
+    RETURN_IF_ERROR(reg.meta().SetTag(name, version, key, value, false, c.now));
+    RETURN_IF_ERROR(AuditChange(
+        c, {{"action", "tag_set"}, {"model", name}, {"version", version}, {"key", key}}));
+    Reply(resp, 200, Json::object());
+    return Status::Ok();
   }
   if (ep == "registered-models/alias") {
-    auto v = reg.Resolve(name + "@" + req.QueryParam("alias"));
-    if (!v.ok()) return Error(resp, v.status());
-    return Reply(resp, 200, Json{{"model_version", ToJson(*v)}});
+    ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+    ASSIGN_OR_RETURN(std::string alias, Str(body, "alias"));
+    ASSIGN_OR_RETURN(auto version, Version(body, "version", true));
+    ASSIGN_OR_RETURN(auto expected, Version(body, "expected_version", false, 0));
+    reg.SetAudit(c.o.audit, c.who.actor);
+    RETURN_IF_ERROR(reg.SetAlias(name, alias, *version, expected));
+    Reply(resp, 200, Json::object());
+    return Status::Ok();
   }
-  if (ep == "model-versions/search") {
-    SearchQuery q;
-    q.run_id = req.QueryParam("run_id");
-    q.alias = req.QueryParam("alias");
-    auto vs = reg.meta().Search(q);
-    if (!vs.ok()) return Error(resp, vs.status());
-    Json out = Json::array();
-    for (const auto& v : *vs) {
-      if (!name.empty() && v.model != name) continue;
-      out.push_back(ToJson(v));
-    }
-    return Reply(resp, 200, Json{{"model_versions", out}});
-  }
-  return Error(resp, NotFound("unknown endpoint " + req.path));
+  if (ep == "model-versions/create") return CreateVersion(c, body, resp);
+  return NotFound("unknown endpoint " + method + " " + req.path);
 }
 
 }  // namespace
 
-void AddHttpRoutes(Registry& reg, http::Server& server) {
-  server.Handle(std::string(kPrefix),
-                [&reg](const http::ServerRequest& req, http::ServerResponse* resp) {
-                  Handle(reg, req, resp);
-                });
+void HandleHttpRequest(Registry& reg, const HttpApiOptions& o, const http::ServerRequest& req,
+                       http::ServerResponse* resp) {
+  const Clock* clock = o.clock ? o.clock : &SystemClock();
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(clock->WallNow().time_since_epoch()).count();
+  std::string_view path = req.path;
+  if (!path.starts_with(kMlflow) && !path.starts_with(kGantry)) {
+    return Error(resp, NotFound("unknown path " + req.path));
+  }
+  auto who = Authenticate(o, req, now);
+  if (!who.ok()) {
+    resp->headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gantry-registry\"");
+    return ReplyError(resp, 401, "UNAUTHENTICATED", who.status().message());
+  }
+  std::string_view action = ActionOf(req);
+  if (!Allowed(*who, action)) {
+    std::string roles;
+    for (const auto& r : who->roles) roles += (roles.empty() ? "" : ",") + r;
+    return Reply(resp, 403,
+                 Json{{"error_code", "PERMISSION_DENIED"},
+                      {"required_role", RoleFor(action)},
+                      {"message", req.method + " " + req.path + " needs role '" +
+                                      std::string(RoleFor(action)) + "' (caller " + who->actor +
+                                      " has '" + roles + "')"}});
+  }
+  // JSON bodies are bounded separately from blob uploads (which the server's
+  // max_body_bytes bounds).
+  if (!path.starts_with(kBlobs) && req.body.size() > kMaxJsonBodyBytes) {
+    return ReplyError(resp, 413, "REQUEST_TOO_LARGE",
+                      "request body of " + std::to_string(req.body.size()) +
+                          " bytes is over the limit of " + std::to_string(kMaxJsonBodyBytes));
+  }
+  Ctx c{reg, o, *who, now};
+  Status s = Dispatch(c, req, resp);
+  if (!s.ok()) Error(resp, s);
+}
+
+void AddHttpRoutes(Registry& reg, HttpApiOptions options, http::Server& server) {
+  auto o = std::make_shared<HttpApiOptions>(std::move(options));
+  server.Handle("/api/", [&reg, o](const http::ServerRequest& req, http::ServerResponse* resp) {
+    // Handlers run on the one loop thread, so refreshing the snapshot here
+    // needs no lock.
+    if (o->key_store != nullptr) {
+      auto changed = o->key_store->ChangedSinceSnapshot();
+      if (changed.ok() && *changed) {
+        auto snap = o->key_store->Snapshot();
+        if (snap.ok()) o->keys = *snap;
+      }
+    }
+    HandleHttpRequest(reg, *o, req, resp);
+  });
+}
+
+// ---- client ----
+namespace {
+
+Status StatusFromHttp(int status, const std::string& body, std::string_view what) {
+  Json j = Json::parse(body, nullptr, false);
+  std::string msg = j.is_object() && j.contains("message") && j["message"].is_string()
+                        ? j["message"].get<std::string>()
+                        : body.substr(0, 200);
+  msg = std::string(what) + ": HTTP " + std::to_string(status) + ": " + msg;
+  switch (status) {
+    case 400:
+      return InvalidArgument(msg);
+    case 401:
+    case 403:
+      return PermissionDenied(msg);
+    case 404:
+      return NotFound(msg);
+    case 409:
+    case 412:
+      return FailedPrecondition(msg);
+    case 413:
+      return ResourceExhausted(msg);
+    default:
+      return Unavailable(msg);
+  }
+}
+
+std::string UrlEncode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+Result<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError("opening " + path, errno);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return IoError("reading " + path, errno);
+  return data;
+}
+
+}  // namespace
+
+Result<Json> RemoteRegistry::Call(std::string_view method, std::string_view endpoint,
+                                  const Json& body) {
+  http::Request r;
+  r.method = std::string(method);
+  r.url = o_.server + std::string(kMlflow) + std::string(endpoint);
+  r.deadline = o_.deadline;
+  if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
+  if (!body.is_null()) {
+    r.body = body.dump();
+    r.headers.push_back({"Content-Type", "application/json"});
+  }
+  ASSIGN_OR_RETURN(http::Response resp, http::Send(r));
+  if (resp.status != 200) {
+    return StatusFromHttp(resp.status, resp.body,
+                          std::string(method) + " " + std::string(endpoint));
+  }
+  Json j = Json::parse(resp.body, nullptr, false);
+  if (j.is_discarded())
+    return DataLoss("server answered " + std::string(endpoint) + " with non-JSON");
+  return j;
+}
+
+Result<std::string> RemoteRegistry::GetRaw(const std::string& path) {
+  http::Request r;
+  r.url = o_.server + path;
+  r.deadline = o_.deadline;
+  r.max_body_bytes = 4ull << 30;
+  if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
+  ASSIGN_OR_RETURN(http::Response resp, http::Get(r));
+  if (resp.status != 200) return StatusFromHttp(resp.status, resp.body, "GET " + path);
+  return std::move(resp.body);
+}
+
+Result<Json> RemoteRegistry::Register(const RegisterRequest& req) {
+  RETURN_IF_ERROR(ValidateModelName(req.name));
+  ASSIGN_OR_RETURN(Manifest m, HashPath(req.path, req.name));
+  bool is_dir = fs::is_directory(req.path);
+  Json files = Json::array();
+  for (const auto& f : m.files) {
+    std::string local = is_dir ? (fs::path(req.path) / f.path).string() : req.path;
+    ASSIGN_OR_RETURN(std::string data, ReadWhole(local));
+    // Re-hash what we send: a file changed since hashing must not be sent
+    // under the old digest (the server would refuse it anyway).
+    if (security::Sha256Hex(data) != f.sha256) {
+      return FailedPrecondition("file " + local + " changed while it was being registered; retry");
+    }
+    http::Request r;
+    r.method = "PUT";
+    r.url = o_.server + std::string(kBlobs) + f.sha256;
+    r.deadline = o_.deadline;
+    r.body = std::move(data);
+    r.headers.push_back({"Content-Type", "application/octet-stream"});
+    if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
+    ASSIGN_OR_RETURN(http::Response resp, http::Send(r));
+    if (resp.status != 200 && resp.status != 201) {
+      return StatusFromHttp(resp.status, resp.body, "uploading " + f.path);
+    }
+    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
+  }
+  Json tags = Json::object();
+  for (const auto& [k, v] : req.tags) tags[k] = v;
+  Json lineage = {
+      {"source", req.lineage.source.empty() ? fs::absolute(req.path).lexically_normal().string()
+                                            : req.lineage.source},
+      {"code_commit", req.lineage.code_commit},
+      {"parent", req.lineage.parent},
+      {"dataset_digests", req.lineage.dataset_digests},
+      {"metrics", req.lineage.metrics}};
+  Json body = {{"name", req.name}, {"description", req.description}, {"files", files},
+               {"tags", tags},     {"run_id", req.lineage.run_id},   {"lineage", lineage}};
+  ASSIGN_OR_RETURN(Json out, Call("POST", "model-versions/create", body));
+  return out["model_version"];
+}
+
+Result<VerifyReport> RemoteRegistry::Download(std::string_view ref, const std::string& dest,
+                                              bool overwrite) {
+  std::string r(ref);
+  if (r.starts_with("models:/")) r.erase(0, 8);
+  std::string endpoint;
+  if (size_t at = r.find('@'); at != std::string::npos) {
+    endpoint = "registered-models/alias?name=" + UrlEncode(r.substr(0, at)) +
+               "&alias=" + UrlEncode(r.substr(at + 1));
+  } else {
+    size_t slash = r.find('/');
+    std::string name = r.substr(0, slash);
+    std::string ver = slash == std::string::npos ? "latest" : r.substr(slash + 1);
+    endpoint = "model-versions/get?name=" + UrlEncode(name) + "&version=" + UrlEncode(ver);
+  }
+  ASSIGN_OR_RETURN(Json got, Call("GET", endpoint));
+  const Json& v = got["model_version"];
+  if (!v.is_object() || !v.contains("manifest_sha256") || !v.contains("files")) {
+    return DataLoss("server answer for " + r + " has no manifest_sha256/files");
+  }
+  std::string manifest_sha =
+      v["manifest_sha256"].is_string() ? v["manifest_sha256"].get<std::string>() : "";
+  if (!IsHex64(manifest_sha)) return DataLoss("server sent a bad manifest digest for " + r);
+  // The manifest must hash to the recorded digest, and the file list the
+  // server sent must equal the manifest exactly.
+  ASSIGN_OR_RETURN(std::string statement, GetRaw(std::string(kManifests) + manifest_sha));
+  if (security::Sha256Hex(statement) != manifest_sha) {
+    return DataLoss("manifest of " + r + " does not hash to " + manifest_sha);
+  }
+  ASSIGN_OR_RETURN(Manifest m, ParseStatement(statement));
+  Manifest listed;
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& f : v["files"]) {
+    if (!f.is_object() || !f["path"].is_string() || !f["sha256"].is_string() ||
+        !f["size"].is_number_unsigned()) {
+      return DataLoss("server sent a malformed file entry for " + r);
+    }
+    FileEntry e{f["path"].get<std::string>(), f["sha256"].get<std::string>(),
+                f["size"].get<uint64_t>()};
+    sizes[e.path] = e.size;
+    listed.files.push_back(e);
+  }
+  std::sort(listed.files.begin(), listed.files.end(),
+            [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+  for (auto& f : listed.files) f.size = 0;
+  RETURN_IF_ERROR(CompareManifests(m, listed, "the server's file list"));
+
+  fs::path target = fs::absolute(dest).lexically_normal();
+  std::error_code ec;
+  if (fs::exists(target, ec) && !overwrite) {
+    return AlreadyExists("destination " + target.string() + " exists (pass --overwrite)");
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  fs::path tmp = target.parent_path() /
+                 ("." + target.filename().string() + ".tmp-" + std::to_string(rng() % 1000000));
+  fs::create_directories(tmp, ec);
+  if (ec) return IoError("creating " + tmp.string(), ec.value());
+  auto cleanup = [&] { fs::remove_all(tmp, ec); };
+  VerifyReport rep;
+  rep.model = v.value("name", "");
+  {
+    // A malformed answer must not throw (no exceptions across modules).
+    std::string vs = v["version"].is_string() ? v["version"].get<std::string>() : "";
+    auto [p, perr] = std::from_chars(vs.data(), vs.data() + vs.size(), rep.version);
+    if (perr != std::errc() || p != vs.data() + vs.size()) {
+      return DataLoss("server sent a bad version number for " + r);
+    }
+  }
+  for (const auto& f : m.files) {
+    RETURN_IF_ERROR(ValidateFilePath(f.path));  // ParseStatement checked; keep it local too
+    auto data = GetRaw(std::string(kBlobs) + f.sha256);
+    if (!data.ok()) {
+      cleanup();
+      return data.status();
+    }
+    if (security::Sha256Hex(*data) != f.sha256 || data->size() != sizes[f.path]) {
+      cleanup();
+      return DataLoss("downloaded " + f.path + " does not match its manifest digest " + f.sha256 +
+                      " / size; nothing written");
+    }
+    fs::path out = tmp / f.path;
+    fs::create_directories(out.parent_path(), ec);
+    std::ofstream o(out, std::ios::binary | std::ios::trunc);
+    o.write(data->data(), static_cast<std::streamsize>(data->size()));
+    o.close();
+    if (!o) {
+      cleanup();
+      return IoError("writing " + out.string(), errno);
+    }
+    rep.files++;
+    rep.bytes += data->size();
+  }
+  if (fs::exists(target, ec)) fs::remove_all(target, ec);
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    cleanup();
+    return IoError("renaming into " + target.string(), ec.value());
+  }
+  return rep;
 }
 
 }  // namespace gantry::registry

@@ -105,6 +105,15 @@ Json ToJson(const RegisteredModel& m) {
               {"aliases", aliases}};
 }
 
+bool IsPostgresUri(std::string_view db) {
+  return db.rfind("postgresql://", 0) == 0 || db.rfind("postgres://", 0) == 0;
+}
+
+Result<std::unique_ptr<MetadataStore>> OpenMetadataStore(const std::string& db) {
+  if (IsPostgresUri(db)) return OpenPostgresMetadataStore(db);
+  return OpenSqliteMetadataStore(db);
+}
+
 Registry::Registry(std::unique_ptr<MetadataStore> meta,
                    std::unique_ptr<storage::ObjectStore> artifacts, const Clock* clock)
     : meta_(std::move(meta)),

@@ -10,7 +10,8 @@
 //     INSERT ... ON CONFLICT which PostgreSQL also has), so a PostgreSQL
 //     implementation of the same interface is a driver swap (BIGINT for
 //     INTEGER, $n placeholders, SERIALIZABLE or SELECT ... FOR UPDATE for the
-//     version counter) - not implemented yet.
+//     version counter); OpenPostgresMetadataStore (postgres_store.cc) is that
+//     driver, selected by OpenMetadataStore for postgresql:// URIs.
 //   - artifacts in a storage::ObjectStore, content-addressed:
 //     "blobs/sha256/<2 hex>/<64 hex>" for every file and
 //     "manifests/sha256/<2 hex>/<64 hex>" for each version's manifest (the
@@ -31,7 +32,9 @@
 // Thread-safety: a Registry may be used from several threads; the SQLite
 // connection is serialized internally. Several processes may share one
 // SQLite file (WAL, busy timeout); alias moves are compare-and-set in one
-// transaction.
+// transaction. A PostgreSQL store is one connection (also serialized) and is
+// safe to share between processes and machines (row locks, see
+// postgres_store.cc).
 #pragma once
 
 #include <cstdint>
@@ -225,6 +228,17 @@ class MetadataStore {
 // Opens (creating) a SQLite metadata database in WAL mode with a busy
 // timeout. IoError / DataLoss name the path.
 Result<std::unique_ptr<MetadataStore>> OpenSqliteMetadataStore(const std::string& path);
+// Connects to a PostgreSQL database given as a libpq connection URI
+// ("postgresql://user@host:5432/dbname", "postgres://...", or with
+// "?host=/socket/dir") and creates the (versioned) schema on first use. The
+// database must exist. Alias moves and version numbers are safe across
+// processes and machines (row locks). Errors name the database (never the
+// password): Unavailable when it cannot be reached.
+Result<std::unique_ptr<MetadataStore>> OpenPostgresMetadataStore(const std::string& uri);
+// `--db` values: "postgresql://..." or "postgres://..." open PostgreSQL,
+// anything else is a SQLite file path.
+bool IsPostgresUri(std::string_view db);
+Result<std::unique_ptr<MetadataStore>> OpenMetadataStore(const std::string& db);
 
 // ---- registry ----
 struct RegisterRequest {
