@@ -2,8 +2,42 @@
 
 #include <cctype>
 #include <ctime>
+#include <string>
 
 namespace gantry {
+
+namespace {
+
+int MonthIndex(std::string_view m) {
+  static constexpr std::string_view kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  for (int i = 0; i < 12; ++i) {
+    if (kMonths[i] == m) return i;
+  }
+  return -1;
+}
+
+// Reads 1..max_digits decimal digits at *pos.
+bool ReadNumber(std::string_view s, size_t* pos, size_t min_digits, size_t max_digits, int* out) {
+  size_t start = *pos;
+  int v = 0;
+  while (*pos < s.size() && *pos - start < max_digits &&
+         std::isdigit(static_cast<unsigned char>(s[*pos]))) {
+    v = v * 10 + (s[*pos] - '0');
+    ++*pos;
+  }
+  if (*pos - start < min_digits) return false;
+  *out = v;
+  return true;
+}
+
+bool Expect(std::string_view s, size_t* pos, char c) {
+  if (*pos >= s.size() || s[*pos] != c) return false;
+  ++*pos;
+  return true;
+}
+
+}  // namespace
 
 std::string EscapeMarkup(std::string_view s, bool attribute) {
   std::string out;
@@ -51,6 +85,63 @@ std::string FormatUtc(std::chrono::system_clock::time_point t, const char* forma
   char buf[128];
   std::strftime(buf, sizeof buf, format, &tm);
   return buf;
+}
+
+Result<std::chrono::system_clock::time_point> ParseRfc1123Date(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument("'" + std::string(text) + "' is not an RFC 1123 date (" +
+                           std::string(why) + "); expected e.g. 'Mon, 19 Sep 2016 18:29:47 GMT'");
+  };
+  std::string_view s = text;
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  size_t pos = 0;
+  // Optional "Mon, ".
+  if (size_t comma = s.find(','); comma != std::string_view::npos) {
+    if (comma != 3) return bad("the weekday must be three letters before ','");
+    pos = comma + 1;
+    if (!Expect(s, &pos, ' ')) return bad("no space after the weekday");
+  }
+  int day = 0, year = 0, hour = 0, minute = 0, second = 0;
+  if (!ReadNumber(s, &pos, 1, 2, &day)) return bad("no day of month");
+  if (!Expect(s, &pos, ' ')) return bad("no space after the day");
+  if (pos + 3 > s.size()) return bad("no month");
+  int month = MonthIndex(s.substr(pos, 3));
+  if (month < 0) return bad("unknown month '" + std::string(s.substr(pos, 3)) + "'");
+  pos += 3;
+  if (!Expect(s, &pos, ' ')) return bad("no space after the month");
+  if (!ReadNumber(s, &pos, 4, 4, &year)) return bad("the year must have four digits");
+  if (!Expect(s, &pos, ' ')) return bad("no space after the year");
+  if (!ReadNumber(s, &pos, 2, 2, &hour) || !Expect(s, &pos, ':') ||
+      !ReadNumber(s, &pos, 2, 2, &minute) || !Expect(s, &pos, ':') ||
+      !ReadNumber(s, &pos, 2, 2, &second)) {
+    return bad("the time must be HH:MM:SS");
+  }
+  if (!Expect(s, &pos, ' ')) return bad("no time zone");
+  std::string_view zone = s.substr(pos);
+  if (zone != "GMT" && zone != "UTC" && zone != "+0000" && zone != "Z") {
+    return bad("the time zone must be GMT");
+  }
+  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  int month_days = month == 1 && !leap ? 28 : kDays[month];
+  if (day < 1 || day > month_days || hour > 23 || minute > 59 || second > 60 || year < 1970) {
+    return bad("a field is out of range");
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  time_t t = ::timegm(&tm);
+  // system_clock counts nanoseconds in 64 bits (until 2262): a later date
+  // would overflow in from_time_t, so it is rejected, not wrapped.
+  constexpr auto kMaxSeconds = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::time_point::max().time_since_epoch());
+  if (t > kMaxSeconds.count()) return bad("the year is too far in the future");
+  return std::chrono::system_clock::from_time_t(t);
 }
 
 }  // namespace gantry

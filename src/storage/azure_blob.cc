@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "gantry/core/log.h"
+#include "gantry/core/text.h"
 
 namespace gantry::storage::internal {
 
@@ -160,11 +161,8 @@ std::string HttpDateNow() {
 }  // namespace
 
 int64_t ParseHttpDate(std::string_view s) {
-  std::string str(s);
-  struct tm tm {};
-  const char* end = ::strptime(str.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
-  if (end == nullptr) return 0;
-  return static_cast<int64_t>(::timegm(&tm));
+  Result<std::chrono::system_clock::time_point> t = ParseRfc1123Date(s);
+  return t.ok() ? static_cast<int64_t>(std::chrono::system_clock::to_time_t(*t)) : 0;
 }
 
 // ---------------------------------------------------------------------------

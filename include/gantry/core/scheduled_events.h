@@ -33,6 +33,7 @@
 #include "gantry/core/clock.h"
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
+#include "gantry/core/text.h"
 
 namespace gantry {
 
@@ -70,10 +71,7 @@ struct ScheduledEventsDocument {
   std::vector<ScheduledEvent> events;
 };
 
-// Parses an RFC 1123 date in GMT ("Mon, 19 Sep 2016 18:29:47 GMT"; the
-// weekday is optional and not checked against the date; "UTC" and "+0000"
-// are accepted for GMT). InvalidArgument quoting the text otherwise.
-Result<std::chrono::system_clock::time_point> ParseRfc1123Date(std::string_view text);
+// ParseRfc1123Date (NotBefore) lives in gantry/core/text.h.
 
 // Parses a scheduledevents document. `origin` (a URL or file name) starts
 // every message. DataLoss for text that is not JSON, a missing or non-integer

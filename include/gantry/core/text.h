@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "gantry/core/status.h"
+
 namespace gantry {
 
 // Escapes `s` for XML 1.0 or HTML text and attribute values: & < > " ' as
@@ -19,5 +21,11 @@ std::string_view TrimSpace(std::string_view s);
 
 // strftime(`format`) of `t` in UTC, e.g. "%Y-%m-%dT%H:%M:%SZ".
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format);
+
+// Parses an RFC 1123 (HTTP) date in GMT ("Mon, 19 Sep 2016 18:29:47 GMT"; the
+// weekday is optional and not checked against the date; "UTC", "+0000" and
+// "Z" are accepted for GMT). InvalidArgument quoting the text otherwise, also
+// for dates before 1970 or past what system_clock can hold (2262).
+Result<std::chrono::system_clock::time_point> ParseRfc1123Date(std::string_view text);
 
 }  // namespace gantry
