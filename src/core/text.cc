@@ -144,4 +144,65 @@ Result<std::chrono::system_clock::time_point> ParseRfc1123Date(std::string_view 
   return std::chrono::system_clock::from_time_t(t);
 }
 
+std::string Base64Encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(bytes[k])); };
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (size_t rest = bytes.size() - i; rest > 0) {
+    uint32_t v = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) {
+    return InvalidArgument("not valid base64: impossible length " + std::to_string(text.size()));
+  }
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    int v = value(text[i]);
+    if (v < 0) {
+      return InvalidArgument("not valid base64: unexpected character at offset " +
+                             std::to_string(i));
+    }
+    acc = acc << 6 | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  // Leftover bits must be zero: a signature or key has one spelling only.
+  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) {
+    return InvalidArgument("not valid base64: non-zero trailing bits");
+  }
+  return out;
+}
+
 }  // namespace gantry

@@ -72,47 +72,6 @@ Result<KeyPairPem> GenerateSigningKey(KeyAlgorithm alg) {
   return out;
 }
 
-std::string Base64Encode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    uint32_t v = uint8_t(bytes[i]) << 16;
-    if (rest == 2) v |= uint8_t(bytes[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> Base64Decode(std::string_view text) {
-  // Map the standard alphabet onto base64url and drop padding so that one
-  // strict decoder (crypto.h) handles both spellings.
-  std::string s(text);
-  while (!s.empty() && s.back() == '=') s.pop_back();
-  for (char& c : s) {
-    if (c == '+')
-      c = '-';
-    else if (c == '/')
-      c = '_';
-  }
-  auto r = Base64UrlDecode(s);
-  if (!r.ok()) return InvalidArgument("bad base64: " + r.status().message());
-  return r;
-}
-
 std::string DssePae(std::string_view payload_type, std::string_view payload) {
   std::string out = "DSSEv1 ";
   out += std::to_string(payload_type.size());

@@ -64,56 +64,6 @@ std::string UrlEncode(std::string_view s, bool keep_slash) {
   return out;
 }
 
-std::string Base64Encode(std::span<const std::byte> data) {
-  static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(data[k])); };
-  for (; i + 3 <= data.size(); i += 3) {
-    uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
-    out += tbl[v >> 18];
-    out += tbl[(v >> 12) & 63];
-    out += tbl[(v >> 6) & 63];
-    out += tbl[v & 63];
-  }
-  if (size_t rest = data.size() - i; rest > 0) {
-    uint32_t v = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0);
-    out += tbl[v >> 18];
-    out += tbl[(v >> 12) & 63];
-    out += rest == 2 ? tbl[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> Base64Decode(std::string_view text) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v = val(c);
-    if (v < 0) return InvalidArgument("not valid base64 (unexpected character)");
-    acc = acc << 6 | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (bits >= 6) return InvalidArgument("not valid base64 (bad length)");
-  return out;
-}
-
 namespace {
 
 std::span<const std::byte> Bytes(std::string_view s) {

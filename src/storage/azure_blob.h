@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gantry/core/status.h"
+#include "gantry/core/text.h"
 #include "gantry/storage/object_store.h"
 
 namespace gantry::storage::internal {
@@ -83,8 +84,12 @@ Result<std::string> MakeServiceSas(std::string_view account, std::string_view ba
 
 // Percent-encodes everything except unreserved characters (and '/' when `keep_slash`).
 std::string UrlEncode(std::string_view s, bool keep_slash = false);
-std::string Base64Encode(std::span<const std::byte> data);
-Result<std::string> Base64Decode(std::string_view text);  // raw bytes in a string
+// Base64 over raw bytes; the codec itself is core's (gantry/core/text.h).
+inline std::string Base64Encode(std::span<const std::byte> data) {
+  return gantry::Base64Encode(
+      std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+}
+using gantry::Base64Decode;
 
 // --- List Blobs XML (tolerant, only the elements we use) -------------------
 

@@ -19,6 +19,13 @@ std::string EscapeMarkup(std::string_view s, bool attribute = true);
 // \f, \r).
 std::string_view TrimSpace(std::string_view s);
 
+// Standard base64 (RFC 4648 section 4, '+' '/', with '=' padding).
+std::string Base64Encode(std::string_view bytes);
+// Decodes standard or URL-safe base64 ('-' '_'), padding optional. Strict:
+// InvalidArgument for another character, an impossible length or non-zero
+// trailing bits (so that every byte string has exactly one encoding).
+Result<std::string> Base64Decode(std::string_view text);
+
 // strftime(`format`) of `t` in UTC, e.g. "%Y-%m-%dT%H:%M:%SZ".
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format);
 

@@ -24,6 +24,7 @@
 
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
+#include "gantry/core/text.h"
 
 namespace gantry::security {
 
@@ -41,8 +42,8 @@ Result<KeyPairPem> GenerateSigningKey(KeyAlgorithm alg);
 
 // Standard base64 with '=' padding; the decoder also takes base64url and
 // missing padding, and refuses anything else (InvalidArgument).
-std::string Base64Encode(std::string_view bytes);
-Result<std::string> Base64Decode(std::string_view text);
+using gantry::Base64Decode;  // gantry/core/text.h: standard or URL-safe, strict
+using gantry::Base64Encode;
 
 // The DSSE v1 pre-authentication encoding.
 std::string DssePae(std::string_view payload_type, std::string_view payload);
