@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gantry/agent/idle.h"
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 #include "gantry/agent/rules.h"
 #include "gantry/core/config.h"
 
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto config = gantry::Config::LoadString(text, "agent.yaml");
   if (config.ok()) {
-    CheckInvalidArgument(gantry::agent::ParseNotifyConfig(*config, "notify").status());
+    CheckInvalidArgument(gantry::alerting::ParseNotifyConfig(*config, "notify").status());
     CheckInvalidArgument(gantry::agent::ParseIdleConfig(*config, "idle").status());
   }
   return 0;

@@ -19,7 +19,7 @@
 
 #include "gantry/core/log.h"
 #include "gantry/core/units.h"
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 
 namespace gantry::agent {
 namespace {
@@ -210,7 +210,7 @@ class SystemProbe : public ActivityProbe {
     if (opt_.root == "/") opt_.root.clear();  // paths are root + "/proc/..."
     if (opt_.hostname.empty()) opt_.hostname = HostName();
     if (config_.check_slurm && !opt_.squeue.empty()) {
-      squeue_path_ = health::FindExecutable(opt_.squeue);
+      squeue_path_ = FindExecutable(opt_.squeue);
     }
   }
 
@@ -318,7 +318,7 @@ class SystemProbe : public ActivityProbe {
     if (now < squeue_next_) return squeue_jobs_;
     // A node with slurm-client but no reachable slurmctld makes squeue wait:
     // a short timeout, and a long pause after a failure, keep ticks quick.
-    Result<health::SubprocessResult> r = health::RunSubprocess(
+    Result<SubprocessResult> r = RunSubprocess(
         {squeue_path_, "-h", "-w", opt_.hostname, "-t", "R", "-o", "%i"}, seconds(5));
     if (!r.ok() || r->exit_code != 0) {
       if (!warned_squeue_) {
@@ -648,7 +648,7 @@ IdleStatus IdleDetector::Update(std::chrono::nanoseconds now, const std::vector<
   const nanoseconds idle = now - idle_since_;
   const std::string action_text = config_.action.empty()
                                       ? "no action configured (log and notify only)"
-                                      : "'" + health::JoinArgv(config_.action) + "'";
+                                      : "'" + JoinArgv(config_.action) + "'";
   if (status_.state == IdleState::kIdleSince && idle >= config_.idle_for - config_.warn_before) {
     // The whole warning window is given even when ticks are coarse.
     action_due_ = std::max<nanoseconds>(idle_since_ + config_.idle_for, now + config_.warn_before);
@@ -711,14 +711,14 @@ void IdleDetector::StartAction() {
     status_.last_action_result = result;
     if (failed) {
       failed_alert_firing_ = true;
-      log::error("idle: action '{}' {}{}{}", health::JoinArgv(config_.action), result,
+      log::error("idle: action '{}' {}{}{}", JoinArgv(config_.action), result,
                  out.empty() ? "" : ": ", out);
       Notify(true, kFailedAlert,
-             fmt::format("idle action '{}' on {} {}", health::JoinArgv(config_.action), hostname_,
+             fmt::format("idle action '{}' on {} {}", JoinArgv(config_.action), hostname_,
                          result),
              0);
     } else {
-      log::info("idle: action '{}' {}", health::JoinArgv(config_.action), result);
+      log::info("idle: action '{}' {}", JoinArgv(config_.action), result);
     }
     action_running_ = false;
     action_done_.notify_all();

@@ -17,6 +17,8 @@
 namespace gantry::agent {
 namespace {
 
+using alerting::Sink;
+
 using std::chrono::minutes;
 using std::chrono::seconds;
 using ::testing::Contains;

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "gantry/core/json.h"
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 #include "gantry/core/text.h"
 
 namespace gantry::health {

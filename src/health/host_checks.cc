@@ -30,7 +30,7 @@
 //
 // CPU topology and /proc/meminfo come from gantry/health/detect.h (the doctor
 // reads the same facts through it); systemctl runs through RunSubprocess
-// (gantry/health/subprocess.h).
+// (gantry/core/subprocess.h).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fnmatch.h>
@@ -71,7 +71,7 @@
 #include "gantry/health/check.h"
 #include "gantry/health/detect.h"
 #include "gantry/health/nvml.h"
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 #include "gantry/core/text.h"
 
 namespace gantry::health {

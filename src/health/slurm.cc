@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 #include "gantry/core/text.h"
 
 namespace gantry::health {

@@ -27,7 +27,7 @@
 //   alerts:
 //     rules_file: ""                # a rules file (gantry/agent/rules.h), and/or
 //     rules: [...]                  # rules inline
-//   notify: {...}                   # gantry/agent/notify.h
+//   notify: {...}                   # gantry/alerting/notify.h
 //   idle: {...}                     # gantry/agent/idle.h (absent = disabled)
 //   dashboard:
 //     enabled: true
@@ -55,12 +55,19 @@
 #include "gantry/agent/dashboard.h"
 #include "gantry/agent/history.h"
 #include "gantry/agent/idle.h"
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 #include "gantry/agent/rules.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/status.h"
 
 namespace gantry::agent {
+
+// Alerting building blocks live in gantry/alerting (shared with the gateway).
+using alerting::Alert;
+using alerting::Notifier;
+using alerting::NotifyConfig;
+using alerting::ParseNotifyConfig;
+using alerting::Sink;
 
 struct AgentConfig {
   std::string origin = "<defaults>";  // the config file, for messages

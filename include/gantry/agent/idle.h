@@ -43,13 +43,20 @@
 #include <thread>
 #include <vector>
 
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 #include "gantry/agent/snapshot.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/config.h"
 #include "gantry/core/status.h"
 
 namespace gantry::agent {
+
+// Alerting building blocks live in gantry/alerting (shared with the gateway).
+using alerting::Alert;
+using alerting::CommandResult;
+using alerting::FormatRfc3339;
+using alerting::Notifier;
+using alerting::RunCommand;
 
 // Azure ML's minimum idleTimeBeforeShutdown; the floor for idle_for.
 inline constexpr std::chrono::minutes kIdleFloor{15};

@@ -65,9 +65,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gantry/agent/dynamic_threshold.h"
+#include "gantry/alerting/dynamic_threshold.h"
 #include "gantry/agent/history.h"
-#include "gantry/agent/notify.h"  // Alert
+#include "gantry/alerting/notify.h"  // Alert
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
 
@@ -76,6 +76,21 @@ class Node;
 }
 
 namespace gantry::agent {
+
+// Alerting building blocks live in gantry/alerting (shared with the gateway).
+using alerting::Alert;
+using alerting::Direction;
+using alerting::DynamicThresholdModel;
+using alerting::DynamicThresholdOptions;
+using alerting::FormatRfc3339;
+using alerting::ParseDirection;
+using alerting::ParseSeasonality;
+using alerting::ParseSensitivity;
+using alerting::Seasonality;
+using alerting::Sensitivity;
+using alerting::TimedValue;
+using alerting::Verdict;
+using alerting::ViolationWindow;
 
 enum class Aggregation { kLast, kAvg, kMin, kMax, kP95 };
 enum class CompareOp { kGt, kGe, kLt, kLe };

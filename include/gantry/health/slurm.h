@@ -13,7 +13,7 @@
 //   ASSIGN_OR_RETURN(SlurmOutcome o, ApplySlurmVerdict(report, SlurmOptions{}));
 //   std::cerr << o.message << "\n";
 //
-// scontrol runs through RunSubprocess (gantry/health/subprocess.h): no shell
+// scontrol runs through RunSubprocess (gantry/core/subprocess.h): no shell
 // (arguments are argv), stdin from /dev/null, stdout and stderr captured,
 // killed after 10 s. It talks to the cluster named by the usual environment
 // ($SLURM_CONF).

@@ -16,7 +16,7 @@
 
 #include "gantry/core/status.h"
 
-namespace gantry::health {
+namespace gantry {
 
 struct SubprocessResult {
   int exit_code = 0;  // 128 + signal for a child killed by a signal
@@ -41,4 +41,4 @@ std::string FindExecutable(const std::string& name);
 // contains a space in double quotes.
 std::string JoinArgv(const std::vector<std::string>& argv);
 
-}  // namespace gantry::health
+}  // namespace gantry

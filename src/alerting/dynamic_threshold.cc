@@ -1,5 +1,5 @@
-// Dynamic thresholds (see gantry/agent/dynamic_threshold.h for the model).
-#include "gantry/agent/dynamic_threshold.h"
+// Dynamic thresholds (see gantry/alerting/dynamic_threshold.h for the model).
+#include "gantry/alerting/dynamic_threshold.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "gantry/core/units.h"
 
-namespace gantry::agent {
+namespace gantry::alerting {
 namespace {
 
 // MAD * 1.4826 estimates the standard deviation of normal data.
@@ -329,4 +329,4 @@ void ViolationWindow::Reset() {
   count_ = 0;
 }
 
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

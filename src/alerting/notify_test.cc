@@ -1,4 +1,4 @@
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "../core/http_test_server.h"
 #include "gantry/core/http_server.h"
 
-namespace gantry::agent {
+namespace gantry::alerting {
 namespace {
 
 using std::chrono::milliseconds;
@@ -611,4 +611,4 @@ TEST(ParseNotifyConfig, ErrorsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

@@ -1,11 +1,11 @@
-#include "gantry/agent/dynamic_threshold.h"
+#include "gantry/alerting/dynamic_threshold.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <limits>
 
-namespace gantry::agent {
+namespace gantry::alerting {
 namespace {
 
 constexpr int64_t kMin = 60'000;
@@ -227,4 +227,4 @@ TEST(DynamicThreshold, ParseNames) {
 }
 
 }  // namespace
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

@@ -1,4 +1,4 @@
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace gantry::health {
+namespace gantry {
 namespace {
 
 constexpr size_t kMaxStdout = size_t{1} << 20;
@@ -156,4 +156,4 @@ Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
   return res;
 }
 
-}  // namespace gantry::health
+}  // namespace gantry

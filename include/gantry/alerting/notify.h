@@ -48,7 +48,7 @@
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
 
-namespace gantry::agent {
+namespace gantry::alerting {
 
 // One alert as Alertmanager models it. `labels` identify it (and should carry
 // "alertname"); `annotations` describe it ("summary", "description").
@@ -205,4 +205,4 @@ class Notifier {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

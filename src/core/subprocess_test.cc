@@ -1,4 +1,4 @@
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "../core/fake_root.h"
 
-namespace gantry::health {
+namespace gantry {
 namespace {
 
 using ::gantry::testing::FakeRoot;
@@ -91,4 +91,4 @@ TEST(JoinArgv, QuotesArgumentsWithSpaces) {
 }
 
 }  // namespace
-}  // namespace gantry::health
+}  // namespace gantry

@@ -18,14 +18,14 @@
 
 #include "../core/fake_root.h"
 #include "../core/http_test_server.h"
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/http_server.h"
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 
 extern char** environ;
 
-namespace gantry::agent {
+namespace gantry::alerting {
 namespace {
 
 using std::chrono::milliseconds;
@@ -63,8 +63,8 @@ class Listener {
 class Alertmanager {
  public:
   Alertmanager(const std::string& dir, uint16_t webhook_port) {
-    binary_ = health::FindExecutable("prometheus-alertmanager");
-    if (binary_.empty()) binary_ = health::FindExecutable("alertmanager");
+    binary_ = FindExecutable("prometheus-alertmanager");
+    if (binary_.empty()) binary_ = FindExecutable("alertmanager");
     if (binary_.empty()) {
       ADD_FAILURE() << "prometheus-alertmanager not found in $PATH: install the Debian package "
                        "prometheus-alertmanager (scripts/install-deps.sh does)";
@@ -242,4 +242,4 @@ TEST(AlertmanagerIntegration, BadAlertIsAClientErrorWithoutRetries) {
 }
 
 }  // namespace
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

@@ -1,4 +1,4 @@
-#include "gantry/agent/notify.h"
+#include "gantry/alerting/notify.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -21,11 +21,11 @@
 
 #include "gantry/core/http_client.h"
 #include "gantry/core/log.h"
-#include "gantry/health/subprocess.h"
+#include "gantry/core/subprocess.h"
 
 extern char** environ;
 
-namespace gantry::agent {
+namespace gantry::alerting {
 namespace {
 
 constexpr size_t kMaxCommandOutput = size_t{64} << 10;
@@ -300,7 +300,7 @@ class CommandSink : public Sink {
     for (const auto& [k, v] : a.annotations) {
       env.emplace_back("GANTRY_ALERT_ANNOTATION_" + EnvSuffix(k), v);
     }
-    std::string cmdline = health::JoinArgv(cfg_.command);
+    std::string cmdline = JoinArgv(cfg_.command);
     Result<CommandResult> r =
         RunCommand(cfg_.command, payloads.front().dump() + "\n", env, cfg_.timeout);
     if (!r.ok()) return r.status().WithContext("sink " + cfg_.name);
@@ -869,4 +869,4 @@ Notifier::Stats Notifier::stats() const {
 
 size_t Notifier::sink_count() const { return state_->sinks.size(); }
 
-}  // namespace gantry::agent
+}  // namespace gantry::alerting

@@ -41,7 +41,7 @@
 
 #include "gantry/core/status.h"
 
-namespace gantry::agent {
+namespace gantry::alerting {
 
 enum class Sensitivity { kLow, kMedium, kHigh };
 enum class Direction { kAbove, kBelow, kBoth };
@@ -159,4 +159,4 @@ class ViolationWindow {
   std::deque<bool> last_;
 };
 
-}  // namespace gantry::agent
+}  // namespace gantry::alerting
