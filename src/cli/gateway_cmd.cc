@@ -1,10 +1,15 @@
-// `gantry gateway run|check|keys|token`: flags, then the gateway library.
+// `gantry gateway run|check|keys|token|backends|drain|undrain|rollout|anomalies`:
+// flags, then the gateway library or its admin API.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
+#include <charconv>
 #include <ctime>
 #include <iostream>
+#include <thread>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +49,13 @@ struct GatewayFlags {
   std::string audience;
   std::string ttl = "1h";
   int grace_ms = 10000;
+  // drain, rollout
+  std::string backend;
+  std::string rollout;
+  std::vector<std::string> weights;  // pool=weight
+  std::string pool;
+  bool no_wait = false;
+  std::string wait_timeout = "10m";
 };
 
 int Fail(const Status& s, int code = kExitUsage) {
@@ -341,13 +353,221 @@ int RunToken(const GatewayFlags& f) {
   return kExitOk;
 }
 
+
+// --- pools, drain, rollouts, anomalies: the admin API of a running gateway ---
+
+Status NeedUrl(const GatewayFlags& f) {
+  if (f.url.empty()) {
+    return InvalidArgument("--url (the running gateway, e.g. http://127.0.0.1:8080) is required");
+  }
+  return Status::Ok();
+}
+
+std::string BackendState(const json& b) {
+  if (b.value("draining", false)) return "draining";
+  if (b.value("ejected", false)) {
+    return fmt::format("ejected ({}s left)", (b.value("ejected_for_ms", int64_t{0}) + 999) / 1000);
+  }
+  if (!b.value("healthy", true)) return "unhealthy";
+  return "up";
+}
+
+void PrintBackends(const json& list) {
+  Table t({"BACKEND", "ZONE", "ADDRESS", "STATE", "IN FLIGHT", "REQUESTS", "FAILURES",
+           "EJECTIONS", "LAST HEALTH ERROR"});
+  for (const json& b : list) {
+    t.AddRow({b.value("name", ""), b.value("zone", "") == "" ? "-" : b.value("zone", ""),
+              b.value("address", ""), BackendState(b),
+              std::to_string(b.value("in_flight", int64_t{0})),
+              std::to_string(b.value("requests", uint64_t{0})),
+              std::to_string(b.value("failures", uint64_t{0})),
+              std::to_string(b.value("ejections", uint64_t{0})),
+              b.value("last_health_error", "") == "" ? "-" : b.value("last_health_error", "")});
+  }
+  std::cout << t.Render();
+}
+
+int RunBackends(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  Result<json> r = Admin(f, "GET", "/admin/backends", nullptr);
+  if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+  if (f.common.json) {
+    std::cout << r->dump(2) << "\n";
+  } else {
+    PrintBackends((*r)["backends"]);
+  }
+  return kExitOk;
+}
+
+// Stops new requests to a backend, then (unless --no-wait) waits until its
+// requests in flight have finished: the backend is then safe to restart.
+int RunDrain(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  Result<int64_t> timeout_s = DurationSeconds(f.wait_timeout, "--timeout");
+  if (!timeout_s.ok()) return Fail(timeout_s.status());
+  Result<json> r = Admin(f, "POST", "/admin/backends/" + f.backend + "/drain", nullptr);
+  if (!r.ok()) return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
+                                                                                   : kExitCheckFailed);
+  int64_t in_flight = r->value("in_flight", int64_t{0});
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(*timeout_s);
+  bool tty = !f.common.json && ::isatty(2);
+  while (!f.no_wait && in_flight > 0) {
+    if (std::chrono::steady_clock::now() >= until) {
+      std::cerr << fmt::format(
+          "gantry gateway: backend '{}' still has {} requests in flight after {}; it stays "
+          "drained (undo with: gantry gateway undrain {})\n",
+          f.backend, in_flight, f.wait_timeout, f.backend);
+      return kExitCheckFailed;
+    }
+    if (tty) std::cerr << fmt::format("\rdraining {}: {} in flight   ", f.backend, in_flight);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r = Admin(f, "GET", "/admin/backends/" + f.backend, nullptr);
+    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+    in_flight = r->value("in_flight", int64_t{0});
+  }
+  if (tty) std::cerr << "\r\33[K";
+  if (f.common.json) {
+    json out = *r;
+    out["safe_to_restart"] = in_flight == 0;
+    std::cout << out.dump(2) << "\n";
+  } else if (in_flight == 0) {
+    std::cout << fmt::format(
+        "backend '{}' drained: no requests in flight; safe to restart (then: gantry gateway "
+        "undrain {})\n",
+        f.backend, f.backend);
+  } else {
+    std::cout << fmt::format("backend '{}' draining: {} requests still in flight\n", f.backend,
+                             in_flight);
+  }
+  return kExitOk;
+}
+
+int RunUndrain(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  Result<json> r = Admin(f, "POST", "/admin/backends/" + f.backend + "/undrain", nullptr);
+  if (!r.ok()) return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
+                                                                                   : kExitCheckFailed);
+  if (f.common.json) {
+    std::cout << r->dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("backend '{}' back in service ({})\n", f.backend, BackendState(*r));
+  }
+  return kExitOk;
+}
+
+std::string WeightsText(const json& pairs) {
+  // [["pool", weight], ...] -> "pool=90 pool2=10"
+  std::string out;
+  if (!pairs.is_array()) return out;
+  for (const json& p : pairs) {
+    if (!p.is_array() || p.size() != 2) continue;
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", p[0].get<std::string>(),
+                       p[1].get<uint64_t>());
+  }
+  return out.empty() ? "-" : out;
+}
+
+void PrintRollouts(const json& list) {
+  Table t({"ROLLOUT", "WEIGHTS", "PREVIOUS", "CONFIGURED", "STICKY", "CHANGES"});
+  for (const json& r : list) {
+    t.AddRow({r.value("name", ""), WeightsText(r.value("weights", json::array())),
+              WeightsText(r.value("previous", json::array())),
+              WeightsText(r.value("configured", json::array())), r.value("sticky", "none"),
+              std::to_string(r.value("changes", uint64_t{0}))});
+  }
+  std::cout << t.Render();
+}
+
+int PrintRolloutResult(const GatewayFlags& f, const Result<json>& r) {
+  if (!r.ok()) {
+    return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
+                                                                        : kExitCheckFailed);
+  }
+  if (f.common.json) {
+    std::cout << r->dump(2) << "\n";
+  } else if (r->contains("rollouts")) {
+    PrintRollouts((*r)["rollouts"]);
+  } else {
+    PrintRollouts(json::array({*r}));
+  }
+  return kExitOk;
+}
+
+int RunRolloutShow(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  std::string path = f.rollout.empty() ? "/admin/rollouts" : "/admin/rollouts/" + f.rollout;
+  return PrintRolloutResult(f, Admin(f, "GET", path, nullptr));
+}
+
+int RunRolloutSet(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  json weights = json::object();
+  for (const std::string& w : f.weights) {
+    size_t eq = w.find('=');
+    uint64_t v = 0;
+    const char* b = w.data() + (eq == std::string::npos ? 0 : eq + 1);
+    auto [end, ec] = std::from_chars(b, w.data() + w.size(), v);
+    if (eq == std::string::npos || eq == 0 || ec != std::errc() || end != w.data() + w.size()) {
+      return Fail(InvalidArgument(
+          fmt::format("'{}': weights are POOL=WEIGHT, e.g. llama-v1=90 llama-v2=10", w)));
+    }
+    weights[w.substr(0, eq)] = v;
+  }
+  return PrintRolloutResult(
+      f, Admin(f, "PUT", "/admin/rollouts/" + f.rollout, json{{"weights", weights}}));
+}
+
+// Blue-green: all traffic to one pool of the rollout at once.
+int RunRolloutSwitch(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  return PrintRolloutResult(f, Admin(f, "PUT", "/admin/rollouts/" + f.rollout,
+                                     json{{"weights", json{{f.pool, 100}}}}));
+}
+
+int RunRolloutRollback(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  return PrintRolloutResult(f,
+                            Admin(f, "POST", "/admin/rollouts/" + f.rollout + "/rollback", nullptr));
+}
+
+int RunAnomalies(const GatewayFlags& f) {
+  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  Result<json> r = Admin(f, "GET", "/admin/anomalies", nullptr);
+  if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+  if (f.common.json) {
+    std::cout << r->dump(2) << "\n";
+    return kExitOk;
+  }
+  if (!r->value("enabled", false)) {
+    std::cout << "anomaly detection is off (add an `anomaly:` section to the config)\n";
+    return kExitOk;
+  }
+  Table t({"MODEL", "VERSION", "SIGNAL", "VALUE", "BAND", "STATE", "VIOLATIONS", "WINDOWS"});
+  for (const json& s : (*r)["signals"]) {
+    std::string state = s.value("firing", false) ? "FIRING"
+                        : s.value("ready", false) ? "ok"
+                                                  : "learning";
+    std::string band = s.value("ready", false)
+                           ? fmt::format("{:.4g} .. {:.4g}", s.value("lower", 0.0),
+                                         s.value("upper", 0.0))
+                           : s.value("not_ready_reason", "");
+    t.AddRow({s.value("model", ""), s.value("version", "") == "" ? "-" : s.value("version", ""),
+              s.value("signal", ""), fmt::format("{:.4g}", s.value("value", 0.0)), band, state,
+              std::to_string(s.value("recent_violations", 0)),
+              std::to_string(s.value("windows", uint64_t{0}))});
+  }
+  std::cout << t.Render();
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterGateway(CLI::App& app, Action* action) {
   auto flags = std::make_shared<GatewayFlags>();
   CLI::App* gw = app.add_subcommand(
       "gateway",
-      "AI inference gateway: run, check a config, manage API keys (gantry gateway --help)");
+      "AI inference gateway: run, check a config, API keys, backends and drain, rollouts, "
+      "anomalies (gantry gateway --help)");
   gw->require_subcommand(1);
   auto set = [&](CLI::App* c, int (*fn)(const GatewayFlags&)) {
     AddCommonFlags(c, &flags->common);
@@ -404,6 +624,61 @@ void RegisterGateway(CLI::App& app, Action* action) {
   where(revoke);
   revoke->add_option("id", flags->id, "Key id")->required();
   set(revoke, RunKeysRevoke);
+
+  // The admin API of a running gateway: --url and --admin-key.
+  auto online = [&](CLI::App* c) {
+    c->add_option("--url", flags->url, "The running gateway, e.g. http://127.0.0.1:8080")
+        ->envname("GANTRY_GATEWAY_URL");
+    c->add_option("--admin-key", flags->admin_key, "Key with the admin action")
+        ->envname("GANTRY_ADMIN_KEY");
+  };
+  CLI::App* backends = gw->add_subcommand(
+      "backends", "Backends of the pools: state (up, unhealthy, ejected, draining), load, failures");
+  online(backends);
+  set(backends, RunBackends);
+  CLI::App* drain = gw->add_subcommand(
+      "drain",
+      "Stop sending new requests to a backend and wait until its requests in flight finish "
+      "(then it is safe to restart; exit 1 if --timeout passes first)");
+  online(drain);
+  drain->add_option("backend", flags->backend, "Backend name from the config")->required();
+  drain->add_flag("--no-wait", flags->no_wait, "Return at once instead of waiting");
+  drain->add_option("--timeout", flags->wait_timeout, "How long to wait, e.g. 5m")
+      ->capture_default_str();
+  set(drain, RunDrain);
+  CLI::App* undrain = gw->add_subcommand("undrain", "Return a drained backend to service");
+  online(undrain);
+  undrain->add_option("backend", flags->backend, "Backend name from the config")->required();
+  set(undrain, RunUndrain);
+
+  CLI::App* rollout = gw->add_subcommand(
+      "rollout", "Traffic split between pools (canary, A/B, blue-green), changed at run time");
+  rollout->require_subcommand(1);
+  CLI::App* rshow = rollout->add_subcommand("show", "Current, previous and configured weights");
+  online(rshow);
+  rshow->add_option("name", flags->rollout, "Rollout name (default: all)");
+  set(rshow, RunRolloutShow);
+  CLI::App* rset = rollout->add_subcommand(
+      "set", "Set weights: gantry gateway rollout set llama llama-v1=90 llama-v2=10 (others get 0)");
+  online(rset);
+  rset->add_option("name", flags->rollout, "Rollout name")->required();
+  rset->add_option("weights", flags->weights, "POOL=WEIGHT ...")->required();
+  set(rset, RunRolloutSet);
+  CLI::App* rswitch = rollout->add_subcommand(
+      "switch", "Blue-green: send all traffic to one pool (gantry gateway rollout switch llama green)");
+  online(rswitch);
+  rswitch->add_option("name", flags->rollout, "Rollout name")->required();
+  rswitch->add_option("pool", flags->pool, "Pool that takes all traffic")->required();
+  set(rswitch, RunRolloutSwitch);
+  CLI::App* rback = rollout->add_subcommand("rollback", "Go back to the weights before the last change");
+  online(rback);
+  rback->add_option("name", flags->rollout, "Rollout name")->required();
+  set(rback, RunRolloutRollback);
+
+  CLI::App* anomalies = gw->add_subcommand(
+      "anomalies", "Output anomaly detection: each model signal's value, band and state");
+  online(anomalies);
+  set(anomalies, RunAnomalies);
 
   CLI::App* token = gw->add_subcommand("token", "Sign a JWT for testing a gateway's JWT setup");
   token->add_option("--alg", flags->alg, "HS256, RS256 or ES256")->capture_default_str();

@@ -1,4 +1,4 @@
-// The admin API: API keys and usage. Runs on the worker that received the
+// The admin API: API keys, usage, backends (drain), rollouts and anomalies. Runs on the worker that received the
 // request; the key store is SQLite and takes a few hundred microseconds per
 // write, which is fine for an operator's calls but is why it is never on the
 // proxy path.
@@ -7,6 +7,9 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "gantry/core/log.h"
+#include "gantry/gateway/anomaly.h"
+#include "gantry/gateway/pool.h"
 #include "internal.h"
 
 namespace gantry::gateway::internal {
@@ -15,6 +18,14 @@ namespace {
 using nlohmann::json;
 
 LocalResponse Json(int status, const json& j) {
+  LocalResponse r;
+  r.status = status;
+  r.body = j.dump();
+  return r;
+}
+
+// The pool and rollout views are built as ordered JSON (gantry::Json).
+LocalResponse OrderedJson(int status, const gantry::Json& j) {
   LocalResponse r;
   r.status = status;
   r.body = j.dump();
@@ -88,6 +99,118 @@ std::string QueryValue(std::string_view query, std::string_view name) {
   return "";
 }
 
+// "/admin/<kind>/<name>[/<verb>]" -> name and verb.
+bool SplitNamePath(std::string_view path, std::string_view prefix, std::string_view* name,
+                   std::string_view* verb) {
+  if (!path.starts_with(prefix)) return false;
+  path.remove_prefix(prefix.size());
+  size_t slash = path.find('/');
+  *name = path.substr(0, slash);
+  *verb = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+  return !name->empty() && verb->find('/') == std::string_view::npos;
+}
+
+// /admin/backends[/{name}[/drain|/undrain]]: what `gantry gateway drain` uses.
+LocalResponse HandleBackends(Shared& shared, std::string_view path, std::string_view method) {
+  Balancer& bal = *shared.balancer;
+  if (path == "/admin/backends") {
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+    gantry::Json out = gantry::Json::array();
+    for (const BackendStatus& b : bal.Backends()) out.push_back(BackendStatusJson(b));
+    return OrderedJson(200, gantry::Json{{"backends", out}});
+  }
+  std::string_view name, verb;
+  if (!SplitNamePath(path, "/admin/backends/", &name, &verb)) {
+    return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {}", path));
+  }
+  if (verb.empty()) {
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+  } else if (verb == "drain" || verb == "undrain") {
+    if (method != "POST") return ErrorResponse(405, "method_not_allowed", "use POST");
+    Status s = bal.SetDraining(name, verb == "drain");
+    if (!s.ok()) return FromStatus(s);
+    log::info("gateway: backend '{}' {} by the admin API", name,
+              verb == "drain" ? "drained" : "returned to service");
+  } else {
+    return ErrorResponse(404, "not_found",
+                         fmt::format("no admin endpoint {} (drain or undrain)", path));
+  }
+  Result<BackendStatus> b = bal.Backend(name);
+  if (!b.ok()) return FromStatus(b.status());
+  return OrderedJson(200, BackendStatusJson(*b));
+}
+
+// /admin/rollouts[/{name}[/rollback]]: weights of canary / blue-green splits.
+LocalResponse HandleRollouts(Shared& shared, std::string_view path, std::string_view method,
+                             std::string_view body) {
+  Balancer& bal = *shared.balancer;
+  if (path == "/admin/rollouts") {
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+    gantry::Json out = gantry::Json::array();
+    for (const RolloutStatus& r : bal.Rollouts()) out.push_back(RolloutStatusJson(r));
+    return OrderedJson(200, gantry::Json{{"rollouts", out}});
+  }
+  std::string_view name, verb;
+  if (!SplitNamePath(path, "/admin/rollouts/", &name, &verb)) {
+    return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {}", path));
+  }
+  if (verb == "rollback") {
+    if (method != "POST") return ErrorResponse(405, "method_not_allowed", "use POST");
+    Status s = bal.RollbackRollout(name);
+    if (!s.ok()) return FromStatus(s);
+    log::info("gateway: rollout '{}' rolled back by the admin API", name);
+  } else if (!verb.empty()) {
+    return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {} (rollback)", path));
+  } else if (method == "PUT") {
+    // {"weights": {"pool-a": 90, "pool-b": 10}}; pools not named get 0.
+    Result<json> j = ParseBody(body);
+    if (!j.ok()) return FromStatus(j.status());
+    if (!j->contains("weights") || !(*j)["weights"].is_object() || (*j)["weights"].empty()) {
+      return ErrorResponse(400, "invalid_request",
+                           "body must be {\"weights\": {\"<pool>\": <weight>, ...}}");
+    }
+    std::vector<std::pair<std::string, uint32_t>> weights;
+    for (auto it = (*j)["weights"].begin(); it != (*j)["weights"].end(); ++it) {
+      if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() > 1'000'000) {
+        return ErrorResponse(400, "invalid_request",
+                             fmt::format("weight of '{}' must be an integer 0-1000000", it.key()));
+      }
+      weights.emplace_back(it.key(), static_cast<uint32_t>(it.value().get<uint64_t>()));
+    }
+    Status s = bal.SetRolloutWeights(name, weights);
+    if (!s.ok()) return FromStatus(s);
+    std::string desc;
+    for (const auto& [pool, w] : weights) desc += fmt::format("{}{}={}", desc.empty() ? "" : " ", pool, w);
+    log::info("gateway: rollout '{}' set to {} by the admin API", name, desc);
+  } else if (method != "GET") {
+    return ErrorResponse(405, "method_not_allowed", "use GET or PUT");
+  }
+  Result<RolloutStatus> r = bal.Rollout(name);
+  if (!r.ok()) return FromStatus(r.status());
+  return OrderedJson(200, RolloutStatusJson(*r));
+}
+
+LocalResponse HandleAnomalies(Shared& shared, std::string_view method) {
+  if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+  json out = json::array();
+  if (shared.anomaly) {
+    for (const SignalState& s : shared.anomaly->States()) {
+      out.push_back({{"model", s.model},
+                     {"version", s.version},
+                     {"signal", s.signal},
+                     {"windows", s.windows},
+                     {"ready", s.ready},
+                     {"not_ready_reason", s.not_ready_reason},
+                     {"value", s.last_value},
+                     {"lower", s.lower},
+                     {"upper", s.upper},
+                     {"firing", s.firing},
+                     {"recent_violations", s.recent_violations}});
+    }
+  }
+  return Json(200, json{{"enabled", shared.anomaly != nullptr}, {"signals", out}});
+}
+
 }  // namespace
 
 LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who,
@@ -117,6 +240,14 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
   if (!Allowed(rt, who, "admin")) {
     return ErrorResponse(403, "forbidden", "the admin API needs a role with action 'admin'");
   }
+
+  if (path == "/admin/backends" || path.starts_with("/admin/backends/")) {
+    return HandleBackends(shared, path, method);
+  }
+  if (path == "/admin/rollouts" || path.starts_with("/admin/rollouts/")) {
+    return HandleRollouts(shared, path, method, body);
+  }
+  if (path == "/admin/anomalies") return HandleAnomalies(shared, method);
 
   if (path == "/admin/keys") {
     if (method == "GET") {

@@ -114,7 +114,8 @@ Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(size_t n, cfg.ListSize("backends"));
   for (size_t i = 0; i < n; ++i) {
     std::string k = fmt::format("backends.{}", i);
-    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "url", "max_idle"}));
+    RETURN_IF_ERROR(
+        cfg.CheckKnownKeys(k, {"name", "url", "max_idle", "zone", "weight", "max_concurrent"}));
     BackendConfig b;
     ASSIGN_OR_RETURN(b.name, cfg.GetString(k + ".name", ""));
     ASSIGN_OR_RETURN(std::string url, cfg.GetString(k + ".url", ""));
@@ -143,17 +144,345 @@ Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
       return InvalidArgument(fmt::format("{}: must be 0-100000", cfg.Locate(k + ".max_idle")));
     }
     b.max_idle = static_cast<uint32_t>(idle);
+    ASSIGN_OR_RETURN(b.zone, cfg.GetString(k + ".zone", ""));
+    ASSIGN_OR_RETURN(int64_t weight, cfg.GetInt(k + ".weight", 1));
+    if (weight < 1 || weight > 1000) {
+      return InvalidArgument(fmt::format("{}: must be 1-1000", cfg.Locate(k + ".weight")));
+    }
+    b.weight = static_cast<uint32_t>(weight);
+    ASSIGN_OR_RETURN(int64_t maxc, cfg.GetInt(k + ".max_concurrent", 0));
+    if (maxc < 0 || maxc > 1'000'000) {
+      return InvalidArgument(fmt::format("{}: must be 0 (no limit) to 1000000",
+                                         cfg.Locate(k + ".max_concurrent")));
+    }
+    b.max_concurrent = static_cast<uint32_t>(maxc);
     gw->backends.push_back(std::move(b));
   }
   return Status::Ok();
+}
+
+
+Result<std::chrono::milliseconds> PositiveDuration(const Config& cfg, const std::string& key,
+                                                   std::chrono::milliseconds fallback,
+                                                   bool allow_zero = false) {
+  ASSIGN_OR_RETURN(auto v, cfg.GetDuration(key, fallback));
+  if (v.count() < 0 || (!allow_zero && v.count() == 0)) {
+    return InvalidArgument(fmt::format("{}: must be {}", cfg.Locate(key),
+                                       allow_zero ? "zero or positive" : "positive"));
+  }
+  return std::max(Ms(v), v.count() > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(0));
+}
+
+Result<uint32_t> BoundedInt(const Config& cfg, const std::string& key, int64_t fallback,
+                            int64_t lo, int64_t hi) {
+  ASSIGN_OR_RETURN(int64_t v, cfg.GetInt(key, fallback));
+  if (v < lo || v > hi) {
+    return InvalidArgument(fmt::format("{}: must be {}-{}, got {}", cfg.Locate(key), lo, hi, v));
+  }
+  return static_cast<uint32_t>(v);
+}
+
+Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, PoolConfig* p) {
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      k, {"name", "balance", "zone_aware", "backends", "tiers", "health_check", "outlier", "retry",
+          "max_pending", "pending_timeout", "shed_retry_after"}));
+  ASSIGN_OR_RETURN(p->name, cfg.GetString(k + ".name", ""));
+  if (p->name.empty()) return InvalidArgument(fmt::format("{}: a pool needs a name", cfg.Locate(k)));
+  for (const PoolConfig& other : gw->pools) {
+    if (other.name == p->name) {
+      return InvalidArgument(
+          fmt::format("{}: pool name '{}' is used twice", cfg.Locate(k + ".name"), p->name));
+    }
+  }
+  for (const BackendConfig& b : gw->backends) {
+    if (b.name == p->name) {
+      return InvalidArgument(fmt::format(
+          "{}: pool name '{}' is also a backend's name; give the pool its own name",
+          cfg.Locate(k + ".name"), p->name));
+    }
+  }
+  ASSIGN_OR_RETURN(std::string balance, cfg.GetString(k + ".balance", "least_request"));
+  if (balance == "least_request") {
+    p->balance = Balance::kLeastRequest;
+  } else if (balance == "round_robin") {
+    p->balance = Balance::kRoundRobin;
+  } else if (balance == "weighted") {
+    p->balance = Balance::kWeighted;
+  } else {
+    return InvalidArgument(
+        fmt::format("{}: unknown balance '{}' (use least_request, round_robin or weighted)",
+                    cfg.Locate(k + ".balance"), balance));
+  }
+  ASSIGN_OR_RETURN(p->zone_aware, cfg.GetBool(k + ".zone_aware", true));
+
+  // `backends: [a, b]` is the one-tier short form of `tiers: [{backends: [a, b]}]`.
+  bool has_backends = cfg.Has(k + ".backends"), has_tiers = cfg.Has(k + ".tiers");
+  if (has_backends == has_tiers) {
+    return InvalidArgument(fmt::format(
+        "{}: a pool needs exactly one of 'backends' (one tier) or 'tiers' (priority tiers)",
+        cfg.Locate(k)));
+  }
+  std::vector<std::string> tier_keys;
+  if (has_backends) {
+    tier_keys.push_back(k);
+  } else {
+    ASSIGN_OR_RETURN(size_t nt, cfg.ListSize(k + ".tiers"));
+    if (nt == 0) return InvalidArgument(fmt::format("{}: needs at least one tier", cfg.Locate(k + ".tiers")));
+    for (size_t t = 0; t < nt; ++t) tier_keys.push_back(fmt::format("{}.tiers.{}", k, t));
+  }
+  std::vector<bool> seen(gw->backends.size(), false);
+  for (size_t t = 0; t < tier_keys.size(); ++t) {
+    const std::string& tk = tier_keys[t];
+    if (!has_backends) RETURN_IF_ERROR(cfg.CheckKnownKeys(tk, {"backends", "model"}));
+    TierConfig tier;
+    ASSIGN_OR_RETURN(std::vector<std::string> names, cfg.GetStringList(tk + ".backends"));
+    if (names.empty()) {
+      return InvalidArgument(
+          fmt::format("{}: a tier needs at least one backend", cfg.Locate(tk + ".backends")));
+    }
+    for (const std::string& name : names) {
+      ASSIGN_OR_RETURN(size_t bi, FindBackend(cfg, tk + ".backends", *gw, name));
+      if (seen[bi]) {
+        return InvalidArgument(fmt::format("{}: backend '{}' appears twice in pool '{}'",
+                                           cfg.Locate(tk + ".backends"), name, p->name));
+      }
+      seen[bi] = true;
+      tier.backends.push_back(bi);
+    }
+    if (!has_backends) {
+      ASSIGN_OR_RETURN(tier.model, cfg.GetString(tk + ".model", ""));
+    }
+    if (t == 0 && !tier.model.empty()) {
+      return InvalidArgument(fmt::format(
+          "{}: the primary tier serves the model asked for; 'model' rewrites only in fallback tiers",
+          cfg.Locate(tk + ".model")));
+    }
+    p->tiers.push_back(std::move(tier));
+  }
+
+  std::string hk = k + ".health_check";
+  if (cfg.Has(hk)) {
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(
+        hk, {"path", "interval", "timeout", "healthy_threshold", "unhealthy_threshold"}));
+    HealthCheckConfig& h = p->health;
+    h.enabled = true;
+    ASSIGN_OR_RETURN(h.path, cfg.GetString(hk + ".path", h.path));
+    if (h.path.empty() || h.path.front() != '/' ||
+        h.path.find_first_of(" \r\n\t") != std::string::npos) {
+      return InvalidArgument(fmt::format("{}: must be a path starting with '/', got '{}'",
+                                         cfg.Locate(hk + ".path"), h.path));
+    }
+    ASSIGN_OR_RETURN(h.interval, PositiveDuration(cfg, hk + ".interval", h.interval));
+    ASSIGN_OR_RETURN(h.timeout, PositiveDuration(cfg, hk + ".timeout", h.timeout));
+    ASSIGN_OR_RETURN(h.healthy_threshold,
+                     BoundedInt(cfg, hk + ".healthy_threshold", h.healthy_threshold, 1, 100));
+    ASSIGN_OR_RETURN(h.unhealthy_threshold,
+                     BoundedInt(cfg, hk + ".unhealthy_threshold", h.unhealthy_threshold, 1, 100));
+  }
+
+  std::string ok = k + ".outlier";
+  if (cfg.Has(ok)) {
+    if (cfg.IsScalar(ok)) {
+      ASSIGN_OR_RETURN(std::string v, cfg.GetString(ok, ""));
+      if (v != "off") {
+        return InvalidArgument(fmt::format(
+            "{}: write 'off' to disable outlier ejection, or a map of settings", cfg.Locate(ok)));
+      }
+      p->outlier.enabled = false;
+    } else {
+      RETURN_IF_ERROR(cfg.CheckKnownKeys(
+          ok, {"consecutive_5xx", "consecutive_gateway_errors", "base_ejection", "max_ejection",
+               "max_ejection_percent"}));
+      OutlierConfig& o = p->outlier;
+      ASSIGN_OR_RETURN(o.consecutive_5xx,
+                       BoundedInt(cfg, ok + ".consecutive_5xx", o.consecutive_5xx, 1, 100000));
+      ASSIGN_OR_RETURN(o.consecutive_gateway_errors,
+                       BoundedInt(cfg, ok + ".consecutive_gateway_errors",
+                                  o.consecutive_gateway_errors, 1, 100000));
+      ASSIGN_OR_RETURN(o.base_ejection, PositiveDuration(cfg, ok + ".base_ejection", o.base_ejection));
+      ASSIGN_OR_RETURN(o.max_ejection, PositiveDuration(cfg, ok + ".max_ejection", o.max_ejection));
+      if (o.max_ejection < o.base_ejection) {
+        return InvalidArgument(fmt::format("{}: must be at least base_ejection",
+                                           cfg.Locate(ok + ".max_ejection")));
+      }
+      ASSIGN_OR_RETURN(o.max_ejection_percent,
+                       BoundedInt(cfg, ok + ".max_ejection_percent", o.max_ejection_percent, 0, 100));
+    }
+  }
+
+  std::string rk = k + ".retry";
+  if (cfg.Has(rk)) {
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(
+        rk, {"attempts", "budget_percent", "min_retry_concurrency", "backoff_base", "backoff_max"}));
+    RetryConfig& r = p->retry;
+    ASSIGN_OR_RETURN(r.attempts, BoundedInt(cfg, rk + ".attempts", r.attempts, 0, 10));
+    ASSIGN_OR_RETURN(r.budget_percent, cfg.GetDouble(rk + ".budget_percent", r.budget_percent));
+    if (!(r.budget_percent >= 0 && r.budget_percent <= 100)) {
+      return InvalidArgument(fmt::format("{}: must be 0-100", cfg.Locate(rk + ".budget_percent")));
+    }
+    ASSIGN_OR_RETURN(r.min_retry_concurrency, BoundedInt(cfg, rk + ".min_retry_concurrency",
+                                                         r.min_retry_concurrency, 0, 100000));
+    ASSIGN_OR_RETURN(r.backoff_base, PositiveDuration(cfg, rk + ".backoff_base", r.backoff_base));
+    ASSIGN_OR_RETURN(r.backoff_max, PositiveDuration(cfg, rk + ".backoff_max", r.backoff_max));
+    if (r.backoff_max < r.backoff_base) {
+      return InvalidArgument(
+          fmt::format("{}: must be at least backoff_base", cfg.Locate(rk + ".backoff_max")));
+    }
+  }
+  ASSIGN_OR_RETURN(p->max_pending, BoundedInt(cfg, k + ".max_pending", 0, 0, 1'000'000));
+  ASSIGN_OR_RETURN(p->pending_timeout,
+                   PositiveDuration(cfg, k + ".pending_timeout", p->pending_timeout, true));
+  if (p->max_pending > 0 && p->pending_timeout.count() == 0) {
+    return InvalidArgument(fmt::format("{}: max_pending needs a pending_timeout (how long to wait)",
+                                       cfg.Locate(k + ".max_pending")));
+  }
+  ASSIGN_OR_RETURN(auto shed, PositiveDuration(cfg, k + ".shed_retry_after",
+                                               std::chrono::seconds(p->shed_retry_after_s)));
+  p->shed_retry_after_s = static_cast<uint32_t>(
+      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(shed).count()));
+  return Status::Ok();
+}
+
+Result<size_t> FindPool(const Config& cfg, std::string_view key, const GatewayConfig& gw,
+                        const std::string& name) {
+  std::string names;
+  for (size_t i = 0; i < gw.pools.size(); ++i) {
+    if (gw.pools[i].implicit) continue;
+    if (gw.pools[i].name == name) return i;
+    names += (names.empty() ? "" : ", ") + gw.pools[i].name;
+  }
+  return InvalidArgument(fmt::format("{}: unknown pool '{}' (pools: {})", cfg.Locate(key), name,
+                                     names.empty() ? "none defined" : names));
+}
+
+Status ParsePools(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("pools"));
+  for (size_t i = 0; i < n; ++i) {
+    PoolConfig p;
+    RETURN_IF_ERROR(ParsePool(cfg, fmt::format("pools.{}", i), gw, &p));
+    gw->pools.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+Status ParseRollouts(const Config& cfg, GatewayConfig* gw) {
+  ASSIGN_OR_RETURN(size_t n, cfg.ListSize("rollouts"));
+  for (size_t i = 0; i < n; ++i) {
+    std::string k = fmt::format("rollouts.{}", i);
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "targets", "sticky"}));
+    RolloutConfig r;
+    ASSIGN_OR_RETURN(r.name, cfg.GetString(k + ".name", ""));
+    if (r.name.empty()) return InvalidArgument(fmt::format("{}: a rollout needs a name", cfg.Locate(k)));
+    for (const RolloutConfig& other : gw->rollouts) {
+      if (other.name == r.name) {
+        return InvalidArgument(
+            fmt::format("{}: rollout name '{}' is used twice", cfg.Locate(k + ".name"), r.name));
+      }
+    }
+    ASSIGN_OR_RETURN(std::string sticky, cfg.GetString(k + ".sticky", "none"));
+    if (sticky == "none") {
+      r.sticky = RolloutConfig::Sticky::kNone;
+    } else if (sticky == "key") {
+      r.sticky = RolloutConfig::Sticky::kKey;
+    } else if (sticky.starts_with("header:") && sticky.size() > 7) {
+      r.sticky = RolloutConfig::Sticky::kHeader;
+      r.sticky_header = sticky.substr(7);
+    } else {
+      return InvalidArgument(fmt::format(
+          "{}: unknown sticky '{}' (use none, key, or header:<Header-Name>)",
+          cfg.Locate(k + ".sticky"), sticky));
+    }
+    ASSIGN_OR_RETURN(size_t nt, cfg.ListSize(k + ".targets"));
+    if (nt < 1) {
+      return InvalidArgument(fmt::format("{}: a rollout needs targets ({{pool, weight}} each)",
+                                         cfg.Locate(k + ".targets")));
+    }
+    uint64_t total = 0;
+    for (size_t j = 0; j < nt; ++j) {
+      std::string tk = fmt::format("{}.targets.{}", k, j);
+      RETURN_IF_ERROR(cfg.CheckKnownKeys(tk, {"pool", "weight"}));
+      RolloutTarget t;
+      ASSIGN_OR_RETURN(std::string pool, cfg.GetString(tk + ".pool", ""));
+      ASSIGN_OR_RETURN(t.pool, FindPool(cfg, tk + ".pool", *gw, pool));
+      for (const RolloutTarget& other : r.targets) {
+        if (other.pool == t.pool) {
+          return InvalidArgument(fmt::format("{}: pool '{}' is named twice in rollout '{}'",
+                                             cfg.Locate(tk + ".pool"), pool, r.name));
+        }
+      }
+      ASSIGN_OR_RETURN(t.weight, BoundedInt(cfg, tk + ".weight", 0, 0, 1'000'000));
+      total += t.weight;
+      r.targets.push_back(t);
+    }
+    if (total == 0 || total > 1'000'000) {
+      return InvalidArgument(fmt::format("{}: weights must sum to 1-1000000, got {}",
+                                         cfg.Locate(k + ".targets"), total));
+    }
+    gw->rollouts.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+// A route or model rule names exactly one of backend, pool or rollout. A bare
+// backend gets a pool of its own (made once, shared by every rule naming it)
+// with no health checks, ejection or retries: the behaviour of a single
+// upstream in nginx.
+Result<Target> ParseTarget(const Config& cfg, const std::string& k, GatewayConfig* gw,
+                           const Target* fallback) {
+  ASSIGN_OR_RETURN(std::string backend, cfg.GetString(k + ".backend", ""));
+  ASSIGN_OR_RETURN(std::string pool, cfg.GetString(k + ".pool", ""));
+  ASSIGN_OR_RETURN(std::string rollout, cfg.GetString(k + ".rollout", ""));
+  int named = !backend.empty() + !pool.empty() + !rollout.empty();
+  if (named == 0 && fallback != nullptr) return *fallback;
+  if (named != 1) {
+    return InvalidArgument(fmt::format(
+        "{}: needs exactly one of 'backend', 'pool' or 'rollout'", cfg.Locate(k)));
+  }
+  Target t;
+  if (!rollout.empty()) {
+    t.kind = Target::Kind::kRollout;
+    std::string names;
+    for (size_t i = 0; i < gw->rollouts.size(); ++i) {
+      if (gw->rollouts[i].name == rollout) {
+        t.index = i;
+        return t;
+      }
+      names += (names.empty() ? "" : ", ") + gw->rollouts[i].name;
+    }
+    return InvalidArgument(fmt::format("{}: unknown rollout '{}' (rollouts: {})",
+                                       cfg.Locate(k + ".rollout"), rollout,
+                                       names.empty() ? "none defined" : names));
+  }
+  t.kind = Target::Kind::kPool;
+  if (!pool.empty()) {
+    ASSIGN_OR_RETURN(t.index, FindPool(cfg, k + ".pool", *gw, pool));
+    return t;
+  }
+  ASSIGN_OR_RETURN(size_t bi, FindBackend(cfg, k + ".backend", *gw, backend));
+  for (size_t i = 0; i < gw->pools.size(); ++i) {
+    if (gw->pools[i].implicit && gw->pools[i].tiers[0].backends[0] == bi) {
+      t.index = i;
+      return t;
+    }
+  }
+  PoolConfig p;
+  p.name = gw->backends[bi].name;
+  p.implicit = true;
+  p.tiers.push_back(TierConfig{{bi}, ""});
+  p.outlier.enabled = false;
+  p.retry.attempts = 0;
+  gw->pools.push_back(std::move(p));
+  t.index = gw->pools.size() - 1;
+  return t;
 }
 
 Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(size_t n, cfg.ListSize("routes"));
   for (size_t i = 0; i < n; ++i) {
     std::string k = fmt::format("routes.{}", i);
-    RETURN_IF_ERROR(
-        cfg.CheckKnownKeys(k, {"name", "path", "prefix", "protocol", "backend", "models", "auth"}));
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "path", "prefix", "protocol", "backend", "pool",
+                                           "rollout", "models", "auth", "timeout", "idempotent",
+                                           "degraded"}));
     RouteConfig r;
     ASSIGN_OR_RETURN(r.path, cfg.GetString(k + ".path", ""));
     ASSIGN_OR_RETURN(r.prefix, cfg.GetString(k + ".prefix", ""));
@@ -169,11 +498,17 @@ Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
     ASSIGN_OR_RETURN(r.name, cfg.GetString(k + ".name", p));
     ASSIGN_OR_RETURN(std::string proto, cfg.GetString(k + ".protocol", "http"));
     ASSIGN_OR_RETURN(r.protocol, ParseProtocol(cfg, k + ".protocol", proto));
-    ASSIGN_OR_RETURN(std::string backend, cfg.GetString(k + ".backend", ""));
-    if (backend.empty()) {
-      return InvalidArgument(fmt::format("{}: a route needs a backend", cfg.Locate(k)));
+    ASSIGN_OR_RETURN(r.target, ParseTarget(cfg, k, gw, nullptr));
+    ASSIGN_OR_RETURN(r.timeout, PositiveDuration(cfg, k + ".timeout", r.timeout, true));
+    ASSIGN_OR_RETURN(r.idempotent, cfg.GetBool(k + ".idempotent", false));
+    if (cfg.Has(k + ".degraded")) {
+      std::string dk = k + ".degraded";
+      RETURN_IF_ERROR(cfg.CheckKnownKeys(dk, {"max_tokens", "stream"}));
+      ASSIGN_OR_RETURN(int64_t mt, cfg.GetInt(dk + ".max_tokens", 0));
+      if (mt < 0) return InvalidArgument(fmt::format("{}: must be 0 (no cap) or more", cfg.Locate(dk + ".max_tokens")));
+      r.degraded.max_tokens = static_cast<uint64_t>(mt);
+      ASSIGN_OR_RETURN(r.degraded.allow_stream, cfg.GetBool(dk + ".stream", true));
     }
-    ASSIGN_OR_RETURN(r.backend, FindBackend(cfg, k + ".backend", *gw, backend));
     ASSIGN_OR_RETURN(std::string auth, cfg.GetString(k + ".auth", "required"));
     if (auth != "required" && auth != "none") {
       return InvalidArgument(
@@ -188,12 +523,11 @@ Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
     }
     for (size_t j = 0; j < m; ++j) {
       std::string mk = fmt::format("{}.models.{}", k, j);
-      RETURN_IF_ERROR(cfg.CheckKnownKeys(mk, {"match", "backend"}));
+      RETURN_IF_ERROR(cfg.CheckKnownKeys(mk, {"match", "backend", "pool", "rollout"}));
       ModelRoute mr;
       ASSIGN_OR_RETURN(mr.match, cfg.GetString(mk + ".match", ""));
       if (mr.match.empty()) return InvalidArgument(fmt::format("{}: needs 'match'", cfg.Locate(mk)));
-      ASSIGN_OR_RETURN(std::string mb, cfg.GetString(mk + ".backend", backend));
-      ASSIGN_OR_RETURN(mr.backend, FindBackend(cfg, mk + ".backend", *gw, mb));
+      ASSIGN_OR_RETURN(mr.target, ParseTarget(cfg, mk, gw, &r.target));
       r.models.push_back(std::move(mr));
     }
     gw->routes.push_back(std::move(r));
@@ -362,6 +696,15 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
 
 }  // namespace
 
+std::string_view BalanceName(Balance b) {
+  switch (b) {
+    case Balance::kLeastRequest: return "least_request";
+    case Balance::kRoundRobin: return "round_robin";
+    case Balance::kWeighted: return "weighted";
+  }
+  return "least_request";
+}
+
 std::string_view ProtocolName(Protocol p) {
   switch (p) {
     case Protocol::kOpenAi: return "openai";
@@ -374,8 +717,8 @@ std::string_view ProtocolName(Protocol p) {
 Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::string& origin) {
   ASSIGN_OR_RETURN(Config cfg, Config::LoadString(yaml, origin));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "", {"listen", "workers", "tls", "limits", "backends", "routes", "state", "auth", "roles",
-           "rate_limits", "quotas", "redis", "audit"}));
+      "", {"listen", "workers", "tls", "limits", "zone", "backends", "pools", "rollouts", "routes",
+           "state", "auth", "roles", "rate_limits", "quotas", "redis", "audit", "anomaly"}));
   GatewayConfig gw;
   gw.source = origin;
   ASSIGN_OR_RETURN(std::string listen, cfg.GetString("listen", "127.0.0.1:8080"));
@@ -399,8 +742,12 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::strin
     gw.tls.key_path = Resolve(origin, gw.tls.key_path);
   }
   RETURN_IF_ERROR(ParseLimits(cfg, &gw.limits));
+  ASSIGN_OR_RETURN(gw.zone, cfg.GetString("zone", ""));
   RETURN_IF_ERROR(ParseBackends(cfg, &gw));
+  RETURN_IF_ERROR(ParsePools(cfg, &gw));
+  RETURN_IF_ERROR(ParseRollouts(cfg, &gw));
   RETURN_IF_ERROR(ParseRoutes(cfg, &gw));
+  ASSIGN_OR_RETURN(gw.anomaly, ParseAnomalyConfig(cfg, "anomaly"));
   ASSIGN_OR_RETURN(gw.state_path, cfg.GetString("state", "gateway.db"));
   gw.state_path = Resolve(origin, gw.state_path);
   RETURN_IF_ERROR(ParseAuth(cfg, &gw));

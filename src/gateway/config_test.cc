@@ -45,7 +45,15 @@ TEST(GatewayConfig, ParsesEverySection) {
   ASSERT_EQ(c->routes.size(), 2u);
   EXPECT_EQ(c->routes[0].protocol, Protocol::kOpenAi);
   ASSERT_EQ(c->routes[0].models.size(), 1u);
-  EXPECT_EQ(c->routes[0].models[0].backend, 1u);
+  // A bare `backend:` gets an implicit pool of its own, shared by every rule naming it.
+  const Target& mt = c->routes[0].models[0].target;
+  EXPECT_EQ(mt.kind, Target::Kind::kPool);
+  ASSERT_LT(mt.index, c->pools.size());
+  EXPECT_TRUE(c->pools[mt.index].implicit);
+  EXPECT_EQ(c->pools[mt.index].tiers[0].backends, std::vector<size_t>{1});
+  EXPECT_FALSE(c->pools[mt.index].outlier.enabled);
+  EXPECT_EQ(c->pools[mt.index].retry.attempts, 0u);
+  EXPECT_EQ(c->routes[1].target.index, c->routes[0].target.index);
   EXPECT_FALSE(c->routes[1].auth_required);
   EXPECT_EQ(c->routes[1].name, "/v2/health/ready");
   ASSERT_EQ(c->roles.size(), 2u);
@@ -112,6 +120,129 @@ TEST(GatewayConfig, LineNumbersInErrors) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("gateway.yaml:6:"), std::string::npos)
       << r.status().message();
+}
+
+
+constexpr const char* kPools =
+    "state: ':memory:'\n"
+    "zone: z1\n"
+    "backends:\n"
+    "  - {name: a1, url: 'http://127.0.0.1:9001', zone: z1, weight: 3, max_concurrent: 8}\n"
+    "  - {name: a2, url: 'http://127.0.0.1:9002', zone: z2}\n"
+    "  - {name: small, url: 'http://127.0.0.1:9003', zone: z1}\n"
+    "  - {name: v2, url: 'http://127.0.0.1:9004'}\n"
+    "pools:\n"
+    "  - name: llm\n"
+    "    balance: round_robin\n"
+    "    tiers:\n"
+    "      - backends: [a1, a2]\n"
+    "      - {backends: [small], model: tiny-small}\n"
+    "    health_check: {path: /v2/health/ready, interval: 2s, timeout: 500ms, unhealthy_threshold: 2}\n"
+    "    outlier: {consecutive_5xx: 3, base_ejection: 10s, max_ejection: 1m, max_ejection_percent: 50}\n"
+    "    retry: {attempts: 2, budget_percent: 50, backoff_base: 10ms, backoff_max: 100ms}\n"
+    "    max_pending: 16\n"
+    "    pending_timeout: 2s\n"
+    "    shed_retry_after: 7s\n"
+    "  - {name: llm-v2, backends: [v2], outlier: off}\n"
+    "rollouts:\n"
+    "  - name: canary\n"
+    "    sticky: 'header:X-User'\n"
+    "    targets: [{pool: llm, weight: 90}, {pool: llm-v2, weight: 10}]\n"
+    "routes:\n"
+    "  - prefix: /v1/\n"
+    "    protocol: openai\n"
+    "    pool: llm\n"
+    "    timeout: 30s\n"
+    "    degraded: {max_tokens: 64, stream: false}\n"
+    "    models: [{match: 'canary-*', rollout: canary}]\n"
+    "  - {prefix: /v2/, protocol: kserve, rollout: canary, idempotent: true}\n";
+
+TEST(GatewayConfig, ParsesPoolsRolloutsAndRouteTargets) {
+  auto c = Parse(kPools);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->zone, "z1");
+  EXPECT_EQ(c->backends[0].zone, "z1");
+  EXPECT_EQ(c->backends[0].weight, 3u);
+  EXPECT_EQ(c->backends[0].max_concurrent, 8u);
+  ASSERT_EQ(c->pools.size(), 2u);  // no bare backend: no implicit pool
+  const PoolConfig& p = c->pools[0];
+  EXPECT_EQ(p.balance, Balance::kRoundRobin);
+  ASSERT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.tiers[0].backends, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(p.tiers[1].model, "tiny-small");
+  EXPECT_TRUE(p.health.enabled);
+  EXPECT_EQ(p.health.path, "/v2/health/ready");
+  EXPECT_EQ(p.health.timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(p.health.unhealthy_threshold, 2u);
+  EXPECT_EQ(p.health.healthy_threshold, 2u);  // default
+  EXPECT_EQ(p.outlier.consecutive_5xx, 3u);
+  EXPECT_EQ(p.outlier.consecutive_gateway_errors, 5u);  // Envoy's default
+  EXPECT_EQ(p.outlier.max_ejection, std::chrono::minutes(1));
+  EXPECT_EQ(p.retry.attempts, 2u);
+  EXPECT_EQ(p.retry.backoff_base, std::chrono::milliseconds(10));
+  EXPECT_EQ(p.max_pending, 16u);
+  EXPECT_EQ(p.shed_retry_after_s, 7u);
+  EXPECT_FALSE(c->pools[1].outlier.enabled);
+  ASSERT_EQ(c->rollouts.size(), 1u);
+  EXPECT_EQ(c->rollouts[0].sticky, RolloutConfig::Sticky::kHeader);
+  EXPECT_EQ(c->rollouts[0].sticky_header, "X-User");
+  EXPECT_EQ(c->rollouts[0].targets[1].pool, 1u);
+  EXPECT_EQ(c->rollouts[0].targets[1].weight, 10u);
+  EXPECT_EQ(c->routes[0].target.kind, Target::Kind::kPool);
+  EXPECT_EQ(c->routes[0].timeout, std::chrono::seconds(30));
+  EXPECT_EQ(c->routes[0].degraded.max_tokens, 64u);
+  EXPECT_FALSE(c->routes[0].degraded.allow_stream);
+  EXPECT_EQ(c->routes[0].models[0].target.kind, Target::Kind::kRollout);
+  EXPECT_EQ(c->routes[1].target.kind, Target::Kind::kRollout);
+  EXPECT_TRUE(c->routes[1].idempotent);
+}
+
+TEST(GatewayConfig, PoolErrorsNameTheKey) {
+  auto err = [](const std::string& from, const std::string& to) {
+    std::string y = kPools;
+    size_t at = y.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    y.replace(at, from.size(), to);
+    auto c = ParseGatewayConfig(y, "/etc/gantry/gateway.yaml");
+    EXPECT_FALSE(c.ok()) << "accepted: " << to;
+    return c.ok() ? std::string() : c.status().message();
+  };
+  EXPECT_NE(err("backends: [a1, a2]", "backends: [a1, nope]").find("unknown backend 'nope'"),
+            std::string::npos);
+  EXPECT_NE(err("backends: [a1, a2]", "backends: [a1, a1]").find("appears twice"), std::string::npos);
+  EXPECT_NE(err("balance: round_robin", "balance: random").find("least_request, round_robin"),
+            std::string::npos);
+  EXPECT_NE(err("{name: llm-v2, backends: [v2], outlier: off}",
+                "{name: llm-v2, backends: [v2], outlier: maybe}")
+                .find("'off'"),
+            std::string::npos);
+  EXPECT_NE(err("{name: llm-v2, backends: [v2], outlier: off}", "{name: a1, backends: [v2]}")
+                .find("also a backend's name"),
+            std::string::npos);
+  EXPECT_NE(err("      - backends: [a1, a2]\n", "      - {backends: [a1, a2], model: x}\n")
+                .find("fallback tiers"),
+            std::string::npos);
+  EXPECT_NE(err("max_ejection: 1m", "max_ejection: 1s").find("at least base_ejection"),
+            std::string::npos);
+  EXPECT_NE(err("pending_timeout: 2s", "pending_timeout: 0s").find("pending_timeout"),
+            std::string::npos);
+  EXPECT_NE(err("{pool: llm-v2, weight: 10}", "{pool: llm-v3, weight: 10}").find("unknown pool 'llm-v3'"),
+            std::string::npos);
+  EXPECT_NE(err("weight: 90}, {pool: llm-v2, weight: 10}", "weight: 0}, {pool: llm-v2, weight: 0}")
+                .find("sum to"),
+            std::string::npos);
+  EXPECT_NE(err("sticky: 'header:X-User'", "sticky: cookie").find("header:<Header-Name>"),
+            std::string::npos);
+  EXPECT_NE(err("    pool: llm\n    timeout", "    pool: llm\n    backend: a1\n    timeout")
+                .find("exactly one of 'backend', 'pool' or 'rollout'"),
+            std::string::npos);
+  EXPECT_NE(err("rollout: canary, idempotent", "rollout: blue, idempotent").find("unknown rollout 'blue'"),
+            std::string::npos);
+  EXPECT_NE(err("max_concurrent: 8", "max_concurrent: -1").find("max_concurrent"), std::string::npos);
+  EXPECT_NE(err("weight: 3,", "weight: 0,").find("1-1000"), std::string::npos);
+  // The line of the fault is named.
+  EXPECT_NE(err("retry: {attempts: 2,", "retry: {attempts: 99,").find("gateway.yaml:"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 
 #include "gantry/core/http_parser.h"
 #include "gantry/core/metrics.h"
+#include "gantry/gateway/anomaly.h"
 #include "gantry/gateway/config.h"
+#include "gantry/gateway/pool.h"
 #include "gantry/gateway/limits.h"
 #include "gantry/security/audit.h"
 #include "gantry/security/jwt.h"
@@ -56,6 +58,10 @@ struct Shared {
   std::unique_ptr<security::KeyStore> key_store;  // internally locked
   std::unique_ptr<Limiter> limiter;
   std::unique_ptr<security::AuditLog> audit;   // null when audit is off
+  std::unique_ptr<Balancer> balancer;          // pools, rollouts, drain (internally synchronised)
+  // Output anomaly detection; null when `anomaly:` is absent. Replaced only
+  // while workers are stopped; Reconfigure()d on reload.
+  std::unique_ptr<AnomalyDetector> anomaly;
   metrics::Registry registry;
   Metrics m;
   std::atomic<int64_t> connections{0};

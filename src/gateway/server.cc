@@ -138,6 +138,19 @@ struct GateResult {
 
 class Worker;
 
+// One try of a request against one backend: what to send, and how it ended.
+struct Attempt {
+  const BackendConfig* backend = nullptr;
+  const std::string* body = nullptr;  // the client's body, or a fallback tier's rewrite
+  std::string_view target;            // request target sent upstream
+  std::chrono::milliseconds timeout{0};  // first byte and between bytes
+  std::string_view degraded;          // X-Gantry-Degraded value; empty when not degraded
+  // A 5xx answer is not forwarded (the caller will retry elsewhere); *failure
+  // then describes it.
+  bool hold_5xx = false;
+  Outcome outcome = Outcome::kOk;     // out: for outlier detection and retries
+};
+
 // One client connection.
 struct Conn {
   Conn(Worker& worker, tcp::socket s) : w(worker), sock(std::move(s)), timer(sock.get_executor()) {}
@@ -159,6 +172,7 @@ struct Conn {
       frame;
   RequestLog log;
   GateResult gate;
+  Clk::time_point request_start{};  // when the current request's head was complete
 
   // Set when the listener terminates TLS; reads and writes go through it.
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
@@ -276,10 +290,16 @@ class Worker {
                         GateResult& gate, const Runtime& rt);
   awaitable<bool> WriteLocal(Conn& c, const http::RequestHead* req, const LocalResponse& r,
                              RequestLog& log, bool close);
-  awaitable<bool> Proxy(Conn& c, const http::RequestHead& req, std::string& body,
-                        const Runtime& rt, const BackendConfig& backend, bool openai_stream,
-                        bool strip_usage, bool sniff_usage, const Admission* adm, RequestLog& log,
-                        internal::LocalResponse* failure, bool* headers_sent);
+  awaitable<bool> Proxy(Conn& c, const http::RequestHead& req, Attempt& a, const Runtime& rt,
+                        bool openai_stream, bool strip_usage, bool sniff_usage,
+                        const Admission* adm, RequestLog& log, internal::LocalResponse* failure,
+                        bool* headers_sent);
+  // Waits `d` on this worker's loop (retry backoff, pending requests).
+  awaitable<void> Sleep(std::chrono::milliseconds d) {
+    asio::steady_timer timer(io_, d);
+    error_code ec;
+    co_await timer.async_wait(Nothrow(ec));
+  }
   // Fills *who (reusing its strings) or returns PermissionDenied with *reason set.
   Status Authenticate(const http::RequestHead& req, const Runtime& rt, std::string* reason,
                       Identity* who);
@@ -527,6 +547,7 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     }
     c->idle = false;
     Clk::time_point start = Clk::now();
+    c->request_start = start;
     RequestLog& log = c->log;
     log.Reset();
     log.client = c->client_addr;
@@ -970,18 +991,16 @@ awaitable<bool> Worker::Serve(Conn& c, const http::RequestHead& req, std::string
     log.role = role;
   }
 
-  // Backend: the first model rule that matches, else the route's.
-  size_t backend_index = route->backend;
+  // Target: the first model rule that matches, else the route's.
+  Target target = route->target;
   if (!model.empty()) {
     for (const ModelRoute& m : route->models) {
       if (security::GlobMatch(m.match, model)) {
-        backend_index = m.backend;
+        target = m.target;
         break;
       }
     }
   }
-  const BackendConfig& backend = cfg.backends[backend_index];
-  log.backend = backend.name;
 
   // Limits and quotas.
   Admission adm;
@@ -1019,10 +1038,154 @@ awaitable<bool> Worker::Serve(Conn& c, const http::RequestHead& req, std::string
     }
   }
 
+  // Choose a backend, send, and retry elsewhere while that is safe.
+  Balancer& bal = *shared_.balancer;
+  std::string_view sticky_value;
+  if (target.kind == Target::Kind::kRollout) {
+    const RolloutConfig& ro = cfg.rollouts[target.index];
+    if (ro.sticky == RolloutConfig::Sticky::kHeader) {
+      if (const http::HeaderView* h = req.Find(ro.sticky_header)) sticky_value = h->value;
+    }
+  }
+  // Methods that may be repeated, per RFC 9110; a route can declare more.
+  bool repeatable = route->idempotent || req.method == "GET" || req.method == "HEAD" ||
+                    req.method == "OPTIONS" || req.method == "PUT" || req.method == "DELETE";
+  std::chrono::milliseconds timeout =
+      route->timeout.count() > 0 ? route->timeout : cfg.limits.upstream_timeout;
+  std::optional<KserveTarget> kserve;
+  if (route->protocol == Protocol::kKserve) {
+    Result<KserveTarget> kt = ParseKservePath(path);
+    if (kt.ok()) kserve = std::move(*kt);
+  }
+  bool want_outputs = kserve && kserve->verb == "infer" && rt->config.anomaly.enabled;
   LocalResponse failure;
   bool headers_sent = false;
-  bool keep = co_await Proxy(c, req, body, *rt, backend, openai_stream, strip_usage, sniff_usage,
-                             limited ? &adm : nullptr, log, &failure, &headers_sent);
+  bool keep = false;
+  std::vector<size_t> tried;
+  std::string rewritten, rewritten_target;
+  std::optional<Balancer::InFlight> pending, retry_guard;
+  Clk::time_point pending_until{};
+  uint32_t retries = 0;
+  Pick pick;
+  for (;;) {
+    PickContext ctx{who.key_id, sticky_value, tried.empty() ? nullptr : &tried};
+    pick = bal.Choose(target, ctx);
+    // A reload between this request's start and now may have renumbered
+    // pools or backends: the indexes must name the same things in both.
+    if (pick.pool >= cfg.pools.size() || cfg.pools[pick.pool].name != pick.pool_name ||
+        (pick.backend != kNoBackend && (pick.backend >= cfg.backends.size() ||
+                                        cfg.backends[pick.backend].name != pick.backend_name))) {
+      log.reason = "config_changed";
+      failure = internal::ErrorResponse(
+          503, "service_unavailable",
+          "the gateway's configuration changed while this request was routed; retry it");
+      failure.headers.emplace_back("Retry-After", "1");
+      break;
+    }
+    const PoolConfig& pool = cfg.pools[pick.pool];
+    if (pick.backend == kNoBackend) {
+      // Every backend saturated: wait for a slot when the pool allows it.
+      if (pool.max_pending > 0 && tried.empty()) {
+        if (!pending) {
+          pending = bal.TryBeginPending(pick.pool);
+          pending_until = CoarseNow() + pool.pending_timeout;
+        }
+        if (pending && CoarseNow() < pending_until) {
+          co_await Sleep(std::chrono::milliseconds(5));
+          continue;
+        }
+      }
+      if (!tried.empty() && failure.status != 0) break;  // report the last backend's failure
+      log.decision = "error";
+      log.reason = fmt::format("shed:{}", pick.shed_reason);
+      failure = internal::ErrorResponse(
+          503, "service_unavailable",
+          fmt::format("no backend of pool '{}' can take the request now ({}); retry later",
+                      pool.name, pick.shed_reason));
+      failure.headers.emplace_back("Retry-After", fmt::format("{}", pick.retry_after_s));
+      break;
+    }
+    pending.reset();
+    const BackendConfig& backend = cfg.backends[pick.backend];
+    log.backend = backend.name;
+    Attempt a;
+    a.backend = &backend;
+    a.body = &body;
+    a.target = req.target;
+    a.timeout = timeout;
+    if (pick.degraded) {
+      a.degraded = pick.reason;
+      if (openai_stream && !route->degraded.allow_stream) {
+        log.decision = "deny";
+        log.reason = "degraded_no_stream";
+        failure = internal::ErrorResponse(
+            503, "service_unavailable",
+            fmt::format("streaming is off while '{}' is degraded ({}); retry later or send "
+                        "\"stream\": false",
+                        pool.name, pick.reason));
+        failure.headers.emplace_back("Retry-After", fmt::format("{}", pool.shed_retry_after_s));
+        failure.headers.emplace_back("X-Gantry-Degraded", std::string(pick.reason));
+        break;
+      }
+      if (route->protocol == Protocol::kOpenAi && req.method == "POST" &&
+          (!pick.model_rewrite.empty() || route->degraded.max_tokens > 0)) {
+        Result<std::string> rw =
+            RewriteForFallback(body, pick.model_rewrite, route->degraded.max_tokens);
+        if (rw.ok()) {
+          rewritten = std::move(*rw);
+          a.body = &rewritten;
+        }
+      } else if (kserve && !pick.model_rewrite.empty()) {
+        rewritten_target = RewriteKserveModel(req.target, pick.model_rewrite);
+        a.target = rewritten_target;
+      }
+    }
+    bool last = retries >= pool.retry.attempts;
+    a.hold_5xx = !last && repeatable;
+    Balancer::InFlight in_flight = bal.Begin(pick);
+    failure = LocalResponse{};
+    failure.status = 0;
+    keep = co_await Proxy(c, req, a, *rt, openai_stream, strip_usage, sniff_usage || want_outputs,
+                          limited ? &adm : nullptr, log, &failure, &headers_sent);
+    in_flight.Release();
+    bal.Report(pick, a.outcome);
+    if (headers_sent || failure.status == 0 || last) break;
+    // Nothing reached the client yet: retry where that is safe.
+    bool safe = a.outcome == Outcome::kConnectFailure || repeatable;
+    if (!safe) break;
+    std::optional<Balancer::InFlight> budget = bal.TryBeginRetry(pick);
+    if (!budget) break;
+    retry_guard = std::move(budget);
+    tried.push_back(pick.backend);
+    ++retries;
+    std::chrono::milliseconds wait = bal.Backoff(pick.pool, retries);
+    if (wait.count() > 0) co_await Sleep(wait);
+  }
+  retry_guard.reset();
+  if (rt->config.anomaly.enabled && !model.empty() && shared_.anomaly) {
+    OutputRecord rec;
+    rec.model = model;
+    if (pick.rollout != kNoBackend && pick.backend != kNoBackend) {
+      rec.version = cfg.pools[pick.pool].name;
+    } else if (kserve) {
+      rec.version = kserve->version;
+    }
+    rec.latency_s = Seconds(Clk::now() - c.request_start);
+    int status = headers_sent ? log.status : failure.status;
+    rec.error = status >= 500 || status == 0 || log.reason == "upstream_reset" ||
+                log.reason == "upstream_timeout";
+    rec.response_bytes = log.bytes_out;
+    rec.completion_tokens = log.prompt_tokens + log.completion_tokens > 0 ? log.completion_tokens : -1;
+    std::vector<TensorStats> outputs;
+    if (want_outputs && headers_sent && log.status < 300 && !c.sniffed.empty()) {
+      Result<std::vector<TensorStats>> s = KserveOutputStats(c.sniffed);
+      if (s.ok()) {
+        outputs = std::move(*s);
+        rec.outputs = &outputs;
+      }
+    }
+    shared_.anomaly->Record(rec);
+  }
   if (limited) {
     double actual = adm.estimated_tokens;
     if (log.prompt_tokens + log.completion_tokens > 0) {
@@ -1033,21 +1196,21 @@ awaitable<bool> Worker::Serve(Conn& c, const http::RequestHead& req, std::string
     limiter_->Settle(adm, actual);
   }
   if (!headers_sent && failure.status != 0) {
-    log.decision = "error";
+    if (log.decision == "allow") log.decision = "error";
     co_return co_await WriteLocal(c, &req, failure, log, true);
   }
   co_return keep && !close;
 }
 
 // Builds the request head sent upstream.
-void UpstreamHead(const http::RequestHead& req, const BackendConfig& backend,
-                  const GatewayConfig& cfg, const RequestLog& log, const std::string& client_addr,
-                  size_t body_size, std::string* out) {
+void UpstreamHead(const http::RequestHead& req, std::string_view target,
+                  const BackendConfig& backend, const GatewayConfig& cfg, const RequestLog& log,
+                  const std::string& client_addr, size_t body_size, std::string* out) {
   std::string& h = *out;
   h.clear();
   h += req.method;
   h += ' ';
-  h += req.target;
+  h += target;
   h += " HTTP/1.1\r\nHost: ";
   h += backend.host_header;
   h += "\r\n";
@@ -1095,15 +1258,16 @@ void UpstreamHead(const http::RequestHead& req, const BackendConfig& backend,
   h += "\r\n\r\n";
 }
 
-awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string& body,
-                              const Runtime& rt, const BackendConfig& backend,
-                              bool openai_stream, bool strip_usage, bool sniff_usage,
-                              const Admission* adm, RequestLog& log, LocalResponse* failure,
-                              bool* headers_sent) {
+awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
+                              const Runtime& rt, bool openai_stream, bool strip_usage,
+                              bool sniff_usage, const Admission* adm, RequestLog& log,
+                              LocalResponse* failure, bool* headers_sent) {
   const GatewayConfig& cfg = rt.config;
   const ServerLimits& limits = cfg.limits;
+  const BackendConfig& backend = *a.backend;
+  const std::string& body = *a.body;
   std::string& head = c.up_head;
-  UpstreamHead(req, backend, cfg, log, c.client_addr, body.size(), &head);
+  UpstreamHead(req, a.target, backend, cfg, log, c.client_addr, body.size(), &head);
   std::vector<Pooled>& pool = pools_[backend.host_header];
   error_code ec;
   Clk::time_point up_start = Clk::now();
@@ -1145,6 +1309,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
           backend.host == "localhost" ? asio::ip::make_address("127.0.0.1", ec)
                                       : asio::ip::make_address(backend.host, ec);
       if (ec) {
+        a.outcome = Outcome::kConnectFailure;
         *failure = internal::ErrorResponse(502, "bad_gateway",
                                            fmt::format("backend '{}' has an invalid address '{}'",
                                                        backend.name, backend.host));
@@ -1164,12 +1329,13 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
             fmt::format("cannot connect to backend '{}' ({}): {}", backend.name,
                         backend.host_header, timeout ? "timed out" : ec.message()));
         log.reason = timeout ? "upstream_connect_timeout" : "upstream_connect_failed";
+        a.outcome = Outcome::kConnectFailure;
         co_return false;
       }
       up.set_option(tcp::no_delay(true), ec);
     }
     c.upstream = &up;
-    c.SetDeadline(limits.upstream_timeout);
+    c.SetDeadline(a.timeout);
     std::array<asio::const_buffer, 2> out{asio::buffer(head), asio::buffer(body)};
     co_await asio::async_write(up, out, Nothrow(ec));
     c.up_in.Clear();
@@ -1209,6 +1375,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
                  {{"backend", backend.name}, {"kind", timeout ? "timeout" : "reset"}})
           ->Inc();
       log.reason = timeout ? "upstream_timeout" : "upstream_reset";
+      a.outcome = timeout ? Outcome::kTimeout : Outcome::kReset;
       *failure = internal::ErrorResponse(
           timeout ? 504 : 502, timeout ? "upstream_timeout" : "bad_gateway",
           fmt::format("backend '{}' {}", backend.name,
@@ -1217,6 +1384,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
     }
     if (malformed) {
       log.reason = "upstream_bad_response";
+      a.outcome = Outcome::kReset;
       *failure = internal::ErrorResponse(502, "bad_gateway",
                                          fmt::format("backend '{}' sent a malformed response head",
                                                      backend.name));
@@ -1226,15 +1394,30 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
   }
   if (!resp.ok()) {
     log.reason = "upstream_bad_response";
+    a.outcome = Outcome::kReset;
     *failure = internal::ErrorResponse(
         502, "bad_gateway",
         fmt::format("backend '{}': {}", backend.name, resp.status().message()));
     co_return false;
   }
   log.upstream_s = Seconds(Clk::now() - up_start);
+  const http::ResponseHead& rh = *resp;
+  a.outcome = rh.status < 500 ? Outcome::kOk
+              : (rh.status >= 502 && rh.status <= 504) ? Outcome::kGatewayError
+                                                        : Outcome::k5xx;
+  if (a.hold_5xx && rh.status >= 500) {
+    // The caller retries on another backend; this answer is dropped, and so
+    // is the connection (its body is not read).
+    up.close(ec);
+    log.reason = fmt::format("upstream_status_{}", rh.status);
+    *failure = internal::ErrorResponse(
+        rh.status, "upstream_error",
+        fmt::format("backend '{}' answered {} and no other attempt was possible", backend.name,
+                    rh.status));
+    co_return false;
+  }
 
   // Response head to the client.
-  const http::ResponseHead& rh = *resp;
   bool client11 = req.minor_version == 1;
   bool rewrite = openai_stream;  // SSE bytes may change (usage chunk removed)
   bool chunked_out = false;
@@ -1252,6 +1435,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
     AppendHeader(hv.name, hv.value, &out);
   }
   AppendHeader("x-request-id", log.request_id, &out);
+  if (!a.degraded.empty()) AppendHeader("X-Gantry-Degraded", a.degraded, &out);
   if (adm != nullptr && adm->has_rate_headers) {
     fmt::format_to(std::back_inserter(out),
                    "RateLimit-Limit: {}\r\nRateLimit-Remaining: {}\r\nRateLimit-Reset: {}\r\n",
@@ -1317,7 +1501,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
       size_t avail = 0;
       char* p = c.up_in.Prepare(kReadChunk, &avail);
       c.upstream = &up;
-      c.SetDeadline(limits.upstream_timeout);
+      c.SetDeadline(a.timeout);
       asio::mutable_buffer mb(p, avail);
       size_t n = co_await up.async_read_some(mb, Nothrow(ec));
       c.upstream = nullptr;
@@ -1327,6 +1511,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
         } else {
           up_ok = false;
           log.reason = c.timed_out ? "upstream_timeout" : "upstream_reset";
+          a.outcome = c.timed_out ? Outcome::kTimeout : Outcome::kReset;
           break;
         }
       } else {
@@ -1348,6 +1533,7 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, std::string
       if (!s.ok()) {
         up_ok = false;
         log.reason = "upstream_bad_chunking";
+        a.outcome = Outcome::kReset;
         break;
       }
       if (dec.done()) up_done = true;
@@ -1654,7 +1840,16 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
     if (!audit.ok()) return audit.status().WithContext(fmt::format("audit log '{}'", ao.path));
     sh.audit = std::move(*audit);
   }
+  {
+    Result<std::unique_ptr<AnomalyDetector>> det =
+        AnomalyDetector::Create(config.anomaly, &sh.registry);
+    if (!det.ok()) return det.status().WithContext(fmt::format("{}: anomaly", config.source));
+    sh.anomaly = std::move(*det);
+  }
+  sh.balancer = std::make_unique<Balancer>();
+  sh.balancer->AttachMetrics(&sh.registry);
   ASSIGN_OR_RETURN(std::shared_ptr<const Runtime> rt, BuildRuntime(std::move(config)));
+  sh.balancer->Configure(rt->config);
   sh.Publish(std::move(rt), std::move(keys));
   // Gauges and counters that mirror state owned elsewhere are refreshed at
   // scrape time rather than on the request path.
@@ -1716,6 +1911,7 @@ Status Gateway::Start() {
   }
   im.port = port;
   im.host = addr.to_string();
+  if (im.shared.anomaly) im.shared.anomaly->Start();
   for (auto& w : im.workers) w->Start();
   im.started = true;
   return Status::Ok();
@@ -1765,11 +1961,19 @@ Status Gateway::Reload(GatewayConfig config) {
     im.shared.m.reloads_failed->Inc();
     return s.WithContext(config.source);
   }
+  if (im.shared.anomaly) {
+    Status as = im.shared.anomaly->Reconfigure(config.anomaly);
+    if (!as.ok()) {
+      im.shared.m.reloads_failed->Inc();
+      return as.WithContext(fmt::format("{}: anomaly", config.source));
+    }
+  }
   Result<std::shared_ptr<const Runtime>> rt = BuildRuntime(std::move(config));
   if (!rt.ok()) {
     im.shared.m.reloads_failed->Inc();
     return rt.status();
   }
+  im.shared.balancer->Configure((*rt)->config);
   im.shared.Publish(std::move(*rt), nullptr);
   im.shared.m.reloads_ok->Inc();
   return Status::Ok();

@@ -785,6 +785,47 @@ Result<std::string> InjectIncludeUsage(std::string_view body) {
   return o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+Result<std::string> RewriteForFallback(std::string_view body, std::string_view model,
+                                       uint64_t max_tokens) {
+  if (JsonDepth(body, kMaxDumpDepth) > kMaxDumpDepth) {
+    return InvalidArgument(
+        fmt::format("body nests deeper than {} levels; flatten it", kMaxDumpDepth));
+  }
+  nlohmann::ordered_json o =
+      nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (o.is_discarded()) return InvalidArgument("body is not valid JSON; send a JSON object");
+  if (!o.is_object()) {
+    return InvalidArgument(fmt::format("body is not a JSON object (got a {})", o.type_name()));
+  }
+  if (!model.empty()) o["model"] = std::string(model);
+  if (max_tokens > 0) {
+    // Newer OpenAI clients send max_completion_tokens, older ones max_tokens;
+    // cap whichever is there, and set max_tokens when neither is.
+    bool capped = false;
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      auto it = o.find(key);
+      if (it == o.end() || it->is_null()) continue;
+      capped = true;
+      if (!it->is_number() || !(it->get<double>() <= static_cast<double>(max_tokens))) {
+        *it = max_tokens;
+      }
+    }
+    if (!capped) o["max_tokens"] = max_tokens;
+  }
+  return o.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string RewriteKserveModel(std::string_view target, std::string_view model) {
+  constexpr std::string_view kPrefix = "/v2/models/";
+  if (!target.starts_with(kPrefix)) return std::string(target);
+  size_t end = target.find_first_of("/?", kPrefix.size());
+  if (end == std::string_view::npos) end = target.size();
+  std::string out(kPrefix);
+  out += model;
+  out += target.substr(end);
+  return out;
+}
+
 namespace {
 
 // Finds the value of the top-level "usage" member in one pass over the text

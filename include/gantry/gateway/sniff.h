@@ -59,6 +59,17 @@ std::optional<OpenAiRequest> SniffOpenAiRequestFast(std::string_view body);
 // is present and not an object.
 Result<std::string> InjectIncludeUsage(std::string_view body);
 
+// For a fallback tier: returns the body with `model` replaced (when `model` is
+// non-empty) and max_tokens / max_completion_tokens capped at `max_tokens`
+// (when non-zero; max_tokens is added when neither is present). Other fields
+// keep their order. InvalidArgument if the body is not a JSON object.
+Result<std::string> RewriteForFallback(std::string_view body, std::string_view model,
+                                       uint64_t max_tokens);
+
+// "/v2/models/{name}[/...][?q]" with {name} replaced by `model`; other targets
+// are returned unchanged.
+std::string RewriteKserveModel(std::string_view target, std::string_view model);
+
 struct Usage {
   bool present = false;
   int64_t prompt_tokens = 0, completion_tokens = 0, total_tokens = 0;
