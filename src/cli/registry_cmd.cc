@@ -39,12 +39,13 @@ struct RegistryFlags {
   std::vector<std::string> pubkeys;
   int64_t version = 0;
   int64_t expect = -1;
-  bool require_signature = false, overwrite = false, no_sig_file = false;
+  bool require_signature = false, overwrite = false, no_sig_file = false, delete_model = false;
   std::string require_signatures;  // policy: on|off
   std::string listen = "127.0.0.1:5000";
   // remote client (--server) and serve's access control
   std::string server, api_key, keys_db, jwt_secret_file, jwt_public_key, jwt_issuer, jwt_audience;
   int64_t max_upload_mb = 256;
+  std::string spool_dir;
   // search
   std::string q_name, q_tag, q_alias, q_run, q_dataset, q_source, q_commit, q_parent;
   int limit = 100;
@@ -451,15 +452,59 @@ Json ReportJson(const registry::VerifyReport& r) {
               {"verified_keyids", r.verified_keyids}};
 }
 
+// The client's own trust anchors for --server: --pubkey files plus
+// GANTRY_REGISTRY_TRUSTED_KEYS (PEM files separated by ':'). The server's
+// trusted-key list is never used to verify what the server sends.
+Result<std::vector<security::DsseVerifier>> ClientTrustedKeys(const RegistryFlags& f) {
+  std::vector<std::string> files = f.pubkeys;
+  if (const char* env = std::getenv("GANTRY_REGISTRY_TRUSTED_KEYS")) {
+    std::string_view rest = env;
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string one(rest.substr(0, colon));
+      if (!one.empty()) files.push_back(one);
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  std::vector<security::DsseVerifier> out;
+  for (const auto& p : files) {
+    ASSIGN_OR_RETURN(std::string pem, ReadFile(p));
+    auto v = security::DsseVerifier::FromPublicPem(pem);
+    if (!v.ok()) return v.status().WithContext(p);
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
+void PrintReport(const RegistryFlags& f, const registry::VerifyReport& r, std::string_view what) {
+  if (f.common.json) {
+    std::cout << ReportJson(r).dump(2) << "\n";
+    return;
+  }
+  std::cout << what << r.model << "/" << r.version
+            << (f.dest.empty() ? std::string() : " to " + f.dest) << " (" << r.files << " files, "
+            << r.bytes << " bytes verified; "
+            << (r.signed_by_trusted ? "signed by trusted key " + r.verified_keyids[0]
+                                    : std::string("no trusted signature"))
+            << ")\n";
+}
+
 int DoDownload(const RegistryFlags& f) {
   Result<registry::VerifyReport> r = InvalidArgument("unused");
   if (auto remote = Remote(f)) {
-    if (f.require_signature) {
-      return Fail("download", InvalidArgument("--require-signature is not supported with --server "
-                                              "yet (signatures are verified only locally)"));
-    }
-    r = remote->Download(f.ref, f.dest, f.overwrite);
+    auto trusted = ClientTrustedKeys(f);
+    if (!trusted.ok()) return Fail("download", trusted.status());
+    registry::RemoteDownloadOptions o;
+    o.overwrite = f.overwrite;
+    o.require_signature = f.require_signature;
+    o.write_signature = !f.no_sig_file;
+    o.trusted = &*trusted;
+    r = remote->Download(f.ref, f.dest, o);
   } else {
+    if (!f.pubkeys.empty()) {
+      return Fail("download", InvalidArgument("--pubkey is for --server; a local registry uses "
+                                              "its trusted keys (`gantry registry trust add`)"));
+    }
     auto reg = Open(f);
     if (!reg.ok()) return Fail("download", reg.status());
     registry::ExportOptions o;
@@ -469,14 +514,7 @@ int DoDownload(const RegistryFlags& f) {
     r = (*reg)->Export(f.ref, f.dest, o);
   }
   if (!r.ok()) return Fail("download", r.status());
-  if (f.common.json) {
-    std::cout << ReportJson(*r).dump(2) << "\n";
-  } else {
-    std::cout << "downloaded " << r->model << "/" << r->version << " to " << f.dest << " ("
-              << r->files << " files, " << r->bytes << " bytes verified"
-              << (r->signed_by_trusted ? ", signature by " + r->verified_keyids[0] : std::string())
-              << ")\n";
-  }
+  PrintReport(f, *r, "downloaded ");
   return kExitOk;
 }
 
@@ -496,9 +534,22 @@ int DoSign(const RegistryFlags& f) {
     return kExitOk;
   }
   if (f.ref.empty()) return Fail("sign", InvalidArgument("pass a version REF or --dir DIR"));
+  Result<std::string> keyid = InvalidArgument("unused");
+  if (auto remote = Remote(f)) {
+    // The private key stays here: sign the manifest fetched from the server
+    // (checked against its recorded digest and file list), upload the bundle.
+    keyid = remote->Sign(f.ref, *signer);
+    if (!keyid.ok()) return Fail("sign", keyid.status());
+    if (f.common.json) {
+      std::cout << Json{{"ref", f.ref}, {"keyid", *keyid}}.dump() << "\n";
+    } else {
+      std::cout << "signed " << f.ref << " on " << f.server << " with key " << *keyid << "\n";
+    }
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("sign", reg.status());
-  auto keyid = (*reg)->Sign(f.ref, *signer);
+  keyid = (*reg)->Sign(f.ref, *signer);
   if (!keyid.ok()) return Fail("sign", keyid.status());
   if (f.common.json) {
     std::cout << Json{{"ref", f.ref}, {"keyid", *keyid}}.dump() << "\n";
@@ -535,6 +586,18 @@ int DoVerify(const RegistryFlags& f) {
     return kExitOk;
   }
   if (f.ref.empty()) return Fail("verify", InvalidArgument("pass a version REF or --dir DIR"));
+  if (auto remote = Remote(f)) {
+    // Everything a download checks, against this client's keys, writing nothing.
+    auto trusted = ClientTrustedKeys(f);
+    if (!trusted.ok()) return Fail("verify", trusted.status());
+    registry::RemoteDownloadOptions o;
+    o.require_signature = f.require_signature;
+    o.trusted = &*trusted;
+    auto r = remote->Download(f.ref, "", o);
+    if (!r.ok()) return Fail("verify", r.status());
+    PrintReport(f, *r, "OK: ");
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("verify", reg.status());
   auto r = (*reg)->Verify(f.ref, f.require_signature);
@@ -552,6 +615,33 @@ int DoVerify(const RegistryFlags& f) {
 }
 
 int DoSearch(const RegistryFlags& f) {
+  if (auto remote = Remote(f)) {
+    std::string ep = "model-versions/search?max_results=" + std::to_string(f.limit);
+    auto add = [&](const char* key, const std::string& v) {
+      if (!v.empty()) ep += std::string("&") + key + "=" + Enc(v);
+    };
+    add("name_like", f.q_name);
+    add("tag", f.q_tag);
+    add("alias", f.q_alias);
+    add("run_id", f.q_run);
+    add("dataset", f.q_dataset);
+    add("source", f.q_source);
+    add("commit", f.q_commit);
+    add("parent", f.q_parent);
+    auto j = remote->Call("GET", ep);
+    if (!j.ok()) return Fail("search", j.status());
+    if (f.common.json) {
+      std::cout << j->dump(2) << "\n";
+      return kExitOk;
+    }
+    for (const auto& v : (*j)["model_versions"]) {
+      const Json& l = v.contains("lineage") ? v["lineage"] : Json::object();
+      std::cout << fmt::format("{}/{}  run={} source={}\n", v.value("name", ""),
+                               v.value("version", ""), l.value("run_id", ""),
+                               l.value("source", ""));
+    }
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("search", reg.status());
   registry::SearchQuery q;
@@ -599,10 +689,18 @@ int DoKeygen(const RegistryFlags& f) {
 }
 
 int DoTrustAdd(const RegistryFlags& f) {
-  auto reg = Open(f);
-  if (!reg.ok()) return Fail("trust add", reg.status());
   auto pem = ReadFile(f.pubkey_file);
   if (!pem.ok()) return Fail("trust add", pem.status());
+  if (auto remote = Remote(f)) {
+    auto j = remote->CallGantry("POST", "trusted-keys",
+                                Json{{"public_pem", *pem}, {"comment", f.comment}});
+    if (!j.ok()) return Fail("trust add", j.status().WithContext(f.pubkey_file));
+    std::cout << "trusted key " << j->value("keyid", "") << " (" << j->value("algorithm", "")
+              << ") on " << f.server << "\n";
+    return kExitOk;
+  }
+  auto reg = Open(f);
+  if (!reg.ok()) return Fail("trust add", reg.status());
   auto k = (*reg)->TrustKey(*pem, f.comment);
   if (!k.ok()) return Fail("trust add", k.status().WithContext(f.pubkey_file));
   std::cout << "trusted key " << k->keyid << " (" << k->algorithm << ")\n";
@@ -610,6 +708,21 @@ int DoTrustAdd(const RegistryFlags& f) {
 }
 
 int DoTrustLs(const RegistryFlags& f) {
+  if (auto remote = Remote(f)) {
+    auto j = remote->CallGantry("GET", "trusted-keys");
+    if (!j.ok()) return Fail("trust ls", j.status());
+    Json keys = j->value("trusted_keys", Json::array());
+    if (f.common.json) {
+      for (auto& k : keys) k.erase("public_pem");
+      std::cout << keys.dump(2) << "\n";
+      return kExitOk;
+    }
+    for (const auto& k : keys) {
+      std::cout << k.value("keyid", "") << "  " << k.value("algorithm", "") << "  "
+                << k.value("comment", "") << "\n";
+    }
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("trust ls", reg.status());
   auto keys = (*reg)->meta().TrustedKeys();
@@ -627,27 +740,118 @@ int DoTrustLs(const RegistryFlags& f) {
 }
 
 int DoTrustRm(const RegistryFlags& f) {
+  Status s;
+  if (auto remote = Remote(f)) {
+    s = remote->CallGantry("DELETE", "trusted-keys?keyid=" + Enc(f.keyid)).status();
+    if (!s.ok()) return Fail("trust rm", s);
+    std::cout << "removed trusted key " << f.keyid << " on " << f.server << "\n";
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("trust rm", reg.status());
-  Status s = (*reg)->UntrustKey(f.keyid);
+  s = (*reg)->UntrustKey(f.keyid);
   if (!s.ok()) return Fail("trust rm", s);
   std::cout << "removed trusted key " << f.keyid << "\n";
   return kExitOk;
 }
 
 int DoPolicy(const RegistryFlags& f) {
+  if (!f.require_signatures.empty() && f.require_signatures != "on" &&
+      f.require_signatures != "off") {
+    return Fail("policy", InvalidArgument("--require-signatures takes on or off"));
+  }
+  if (auto remote = Remote(f)) {
+    Result<Json> j =
+        f.require_signatures.empty()
+            ? remote->CallGantry("GET", "policy")
+            : remote->CallGantry("POST", "policy",
+                                 Json{{"require_signatures", f.require_signatures == "on"}});
+    if (!j.ok()) return Fail("policy", j.status());
+    std::cout << "require_signatures: " << (j->value("require_signatures", false) ? "on" : "off")
+              << "\n";
+    return kExitOk;
+  }
   auto reg = Open(f);
   if (!reg.ok()) return Fail("policy", reg.status());
   if (!f.require_signatures.empty()) {
-    if (f.require_signatures != "on" && f.require_signatures != "off") {
-      return Fail("policy", InvalidArgument("--require-signatures takes on or off"));
-    }
     Status s = (*reg)->SetSignaturesRequired(f.require_signatures == "on");
     if (!s.ok()) return Fail("policy", s);
   }
   auto on = (*reg)->SignaturesRequired();
   if (!on.ok()) return Fail("policy", on.status());
   std::cout << "require_signatures: " << (*on ? "on" : "off") << "\n";
+  return kExitOk;
+}
+
+// delete NAME/VERSION (one version) or delete NAME --model (the model and
+// every version). Aliases refs are refused: a delete names its number.
+int DoDelete(const RegistryFlags& f) {
+  std::string r = f.ref;
+  if (r.starts_with("models:/")) r.erase(0, 8);
+  if (r.find('@') != std::string::npos) {
+    return Fail("delete", InvalidArgument("'" + f.ref +
+                                          "' is an alias; delete names a version number "
+                                          "(NAME/VERSION) or a model (NAME --model)"));
+  }
+  size_t slash = r.find('/');
+  std::string name = r.substr(0, slash);
+  int64_t version = 0;
+  if (slash != std::string::npos) {
+    if (f.delete_model) {
+      return Fail("delete", InvalidArgument("--model deletes a whole model: pass NAME, not " + r));
+    }
+    std::string vs = r.substr(slash + 1);
+    char* end = nullptr;
+    long long v = std::strtoll(vs.c_str(), &end, 10);
+    if (vs.empty() || !end || *end != '\0' || v < 1) {
+      return Fail("delete", InvalidArgument("version '" + vs + "' must be a positive integer"));
+    }
+    version = v;
+  } else if (!f.delete_model) {
+    return Fail("delete", InvalidArgument("pass NAME/VERSION to delete one version, or NAME "
+                                          "--model to delete the model and all its versions"));
+  }
+  Json out;
+  if (auto remote = Remote(f)) {
+    std::string ep = version > 0 ? "model-versions/delete?name=" + Enc(name) +
+                                       "&version=" + std::to_string(version)
+                                 : "registered-models/delete?name=" + Enc(name);
+    auto j = remote->Call("DELETE", ep);
+    if (!j.ok()) return Fail("delete", j.status());
+    out = j->value("deleted", Json::object());
+  } else {
+    auto reg = Open(f);
+    if (!reg.ok()) return Fail("delete", reg.status());
+    auto rep = version > 0 ? (*reg)->DeleteVersion(name, version) : (*reg)->DeleteModel(name);
+    if (!rep.ok()) return Fail("delete", rep.status());
+    Json versions = Json::array();
+    for (int64_t v : rep->versions) versions.push_back(std::to_string(v));
+    out = {{"name", rep->model},
+           {"versions", versions},
+           {"aliases_removed", rep->aliases_removed},
+           {"blobs_removed", rep->blobs_removed},
+           {"manifests_removed", rep->manifests_removed},
+           {"gc_errors", rep->gc_errors}};
+  }
+  if (f.common.json) {
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::string vlist;
+  for (const auto& v : out.value("versions", Json::array()))
+    vlist += (vlist.empty() ? "" : ",") + v.get<std::string>();
+  std::cout << "deleted " << name << (version > 0 ? "/" + std::to_string(version) : std::string())
+            << " (versions " << (vlist.empty() ? "none" : vlist) << "; "
+            << out.value("blobs_removed", 0) << " unreferenced files removed";
+  std::string aliases;
+  for (const auto& a : out.value("aliases_removed", Json::array()))
+    aliases += (aliases.empty() ? "" : ",") + a.get<std::string>();
+  if (!aliases.empty()) std::cout << "; aliases removed: " << aliases;
+  std::cout << ")\n";
+  for (const auto& e : out.value("gc_errors", Json::array())) {
+    std::cerr << "gantry registry delete: warning: left in the artifact store: "
+              << e.get<std::string>() << "\n";
+  }
   return kExitOk;
 }
 
@@ -662,10 +866,13 @@ int DoServe(const RegistryFlags& f) {
             "keys: `gantry gateway keys create --state PATH --name N --role reader|writer|admin`) "
             "and/or --jwt-secret-file / --jwt-public-key"));
   }
-  if (f.max_upload_mb < 1 || f.max_upload_mb > 16384) {
-    return Fail("serve", InvalidArgument("--max-upload-mb must be 1..16384"));
+  if (f.max_upload_mb < 1 || f.max_upload_mb > (int64_t{1} << 22)) {
+    return Fail("serve", InvalidArgument("--max-upload-mb must be 1..4194304"));
   }
   registry::HttpApiOptions api;
+  // Blob uploads stream to a spool file (never held in memory), bounded here.
+  api.max_blob_bytes = static_cast<uint64_t>(f.max_upload_mb) << 20;
+  api.spool_dir = f.spool_dir;
   std::unique_ptr<security::KeyStore> keys;
   if (!f.keys_db.empty()) {
     auto ks = security::KeyStore::Open(f.keys_db);
@@ -717,8 +924,10 @@ int DoServe(const RegistryFlags& f) {
   registry::AddHttpRoutes(**reg, api, server);
   http::ServerOptions o;
   o.listen = f.listen;
-  o.max_body_bytes = static_cast<size_t>(f.max_upload_mb) << 20;
-  // Blob uploads arrive whole in one request; give large ones time.
+  // Only JSON bodies (at most a signature bundle) are buffered.
+  o.max_body_bytes = registry::kMaxBufferedBodyBytes;
+  // A request must arrive within this; a streamed blob upload only has to
+  // keep moving (the limit then counts from the last bytes received).
   o.read_timeout = std::chrono::seconds(600);
   Status s = server.Start(o);
   if (!s.ok()) return Fail("serve", s);
@@ -749,10 +958,11 @@ void RegisterRegistry(CLI::App& app, Action* action) {
       "docs/registry.md.");
   auto common = [flags](CLI::App* c) {
     AddCommonFlags(c, &flags->common);
-    c->add_option("--db", flags->db,
-                 "Registry metadata database: a SQLite file path, or a PostgreSQL URI "
-                 "postgresql://user[:pw]@host[:port]/dbname (the database must exist; the schema is "
-                 "created on first use)");
+    c->add_option(
+        "--db", flags->db,
+        "Registry metadata database: a SQLite file path, or a PostgreSQL URI "
+        "postgresql://user[:pw]@host[:port]/dbname (the database must exist; the schema is "
+        "created on first use)");
     c->add_option("--artifacts", flags->artifacts,
                   "Artifact store URL (remembered in the database)");
     c->add_option("--container", flags->container,
@@ -845,7 +1055,18 @@ void RegisterRegistry(CLI::App& app, Action* action) {
                "Refuse without a trusted signature");
   dl->add_flag("--overwrite", flags->overwrite, "Replace an existing destination");
   dl->add_flag("--no-signature-file", flags->no_sig_file, "Do not write model.sig");
+  dl->add_option("--pubkey", flags->pubkeys,
+                 "With --server: trusted public key PEM to check signatures against (repeatable; "
+                 "also GANTRY_REGISTRY_TRUSTED_KEYS=a.pub:b.pub)");
   set(dl, DoDownload);
+
+  CLI::App* de = reg->add_subcommand(
+      "delete", "Delete a version (NAME/VERSION) or a model (NAME --model); needs admin remotely");
+  common(de);
+  remote(de);
+  de->add_option("ref", flags->ref, "NAME/VERSION, or NAME with --model")->required();
+  de->add_flag("--model", flags->delete_model, "Delete the registered model and all its versions");
+  set(de, DoDelete);
 
   CLI::App* sg = reg->add_subcommand(
       "sign", "Sign a version's manifest (or a local --dir) with a private key");
@@ -854,6 +1075,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   sg->add_option("--key", flags->key, "Private key PEM (Ed25519 or ECDSA P-256)")->required();
   sg->add_option("--dir", flags->dir, "Sign a local model directory instead (writes model.sig)");
   sg->add_option("--sig", flags->sig, "Signature file for --dir (default DIR/model.sig)");
+  remote(sg);
   set(sg, DoSign);
 
   CLI::App* vf = reg->add_subcommand(
@@ -863,7 +1085,10 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   vf->add_flag("--require-signature", flags->require_signature, "Fail without a trusted signature");
   vf->add_option("--dir", flags->dir, "Verify a local model directory against its model.sig");
   vf->add_option("--sig", flags->sig, "Signature file for --dir (default DIR/model.sig)");
-  vf->add_option("--pubkey", flags->pubkeys, "Trusted public key PEM for --dir (repeatable)");
+  vf->add_option("--pubkey", flags->pubkeys,
+                 "Trusted public key PEM for --dir or --server (repeatable; also "
+                 "GANTRY_REGISTRY_TRUSTED_KEYS with --server)");
+  remote(vf);
   set(vf, DoVerify);
 
   CLI::App* se = reg->add_subcommand("search", "Search versions by name, tag, alias and lineage");
@@ -877,6 +1102,7 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   se->add_option("--commit", flags->q_commit, "Code commit");
   se->add_option("--parent", flags->q_parent, "Parent NAME/VERSION");
   se->add_option("--limit", flags->limit, "At most this many (1..1000)")->capture_default_str();
+  remote(se);
   set(se, DoSearch);
 
   CLI::App* kg =
@@ -892,13 +1118,16 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   common(ta);
   ta->add_option("pubkey", flags->pubkey_file, "Public key PEM file")->required();
   ta->add_option("--comment", flags->comment, "Who owns the key");
+  remote(ta);
   set(ta, DoTrustAdd);
   CLI::App* tl = tr->add_subcommand("ls", "List trusted keys");
   common(tl);
+  remote(tl);
   set(tl, DoTrustLs);
   CLI::App* tm = tr->add_subcommand("rm", "Stop trusting a key");
   common(tm);
   tm->add_option("keyid", flags->keyid, "Key id")->required();
+  remote(tm);
   set(tm, DoTrustRm);
 
   CLI::App* sv = reg->add_subcommand(
@@ -916,14 +1145,17 @@ void RegisterRegistry(CLI::App& app, Action* action) {
   sv->add_option("--jwt-issuer", flags->jwt_issuer, "Required JWT 'iss'");
   sv->add_option("--jwt-audience", flags->jwt_audience, "Required JWT 'aud'");
   sv->add_option("--max-upload-mb", flags->max_upload_mb,
-                 "Largest blob upload (held in memory while verified)")
+                 "Largest file upload; larger ones get 413 before any byte is read")
       ->capture_default_str();
+  sv->add_option("--spool-dir", flags->spool_dir,
+                 "Directory for uploads in flight (streamed there while hashed; default $TMPDIR)");
   set(sv, DoServe);
 
   CLI::App* po = reg->add_subcommand("policy", "Show or set the registry policy");
   common(po);
   po->add_option("--require-signatures", flags->require_signatures,
                  "on: downloads and verify refuse versions without a trusted signature");
+  remote(po);
   set(po, DoPolicy);
 }
 

@@ -28,6 +28,11 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// At most this much of a refused streamed body is read and dropped.
+constexpr uint64_t kMaxDiscardBytes = 64ull << 20;
+// ReadSome returns to Process at least this often.
+constexpr size_t kReadChunkBytes = 1u << 20;
+
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -146,6 +151,14 @@ struct Server::Impl {
     bool keep_alive = true;  // of the current request
     bool http10 = false;
     ServerRequest request;
+    // Streaming route: the body goes to `sink` as it arrives (not kept in `in`).
+    bool streaming = false;
+    std::shared_ptr<BodySink> sink;
+    uint64_t body_streamed = 0;
+    // After an opener refused a body: bytes of it still to read and drop
+    // before closing, so the close does not reset the connection under a
+    // client that is still sending (it would lose the answer).
+    uint64_t discard = 0;
     bool request_started = false;  // bytes of a request have arrived
     SteadyClock::time_point request_start;
     SteadyClock::time_point last_activity;
@@ -158,7 +171,12 @@ struct Server::Impl {
     bool Writing() const { return out_off < out_head.size() + out_body.size(); }
   };
 
-  std::vector<std::pair<std::string, Handler>> routes;
+  struct RouteEntry {
+    std::string prefix;
+    Handler handler;
+    BodyOpener opener;  // empty: bodies are buffered
+  };
+  std::vector<RouteEntry> routes;
   ServerOptions options;
   int listen_fd = -1;
   int wake[2] = {-1, -1};
@@ -237,17 +255,18 @@ struct Server::Impl {
     listen_fd = wake[0] = wake[1] = -1;
   }
 
-  const Handler* Route(std::string_view path) const {
-    const Handler* best = nullptr;
+  const RouteEntry* Route(std::string_view path) const {
+    const RouteEntry* best = nullptr;
     size_t best_len = 0;
-    for (const auto& [prefix, handler] : routes) {
+    for (const auto& entry : routes) {
+      const std::string& prefix = entry.prefix;
       if (path.substr(0, prefix.size()) != prefix) continue;
       // "/metrics" matches "/metrics" and "/metrics/x" but not "/metricsx".
       bool boundary =
           path.size() == prefix.size() || prefix.back() == '/' || path[prefix.size()] == '/';
       if (!boundary) continue;
       if (best == nullptr || prefix.size() > best_len) {
-        best = &handler;
+        best = &entry;
         best_len = prefix.size();
       }
     }
@@ -296,7 +315,11 @@ struct Server::Impl {
   }
 
   void ResetRequestState(Conn* c) {
-    c->in.erase(0, c->head_end + c->body_len);
+    // A streamed body was already taken out of `in` as it arrived.
+    c->in.erase(0, c->head_end + (c->streaming ? 0 : c->body_len));
+    c->streaming = false;
+    c->sink.reset();
+    c->body_streamed = 0;
     c->scanned = 0;
     c->head_end = 0;
     c->body_len = 0;
@@ -334,13 +357,6 @@ struct Server::Impl {
           RespondError(c, 411, "chunked request bodies are not accepted; send Content-Length");
           return;
         }
-        if (head->content_length > options.max_body_bytes) {
-          RespondError(c, 413,
-                       "request body of " + std::to_string(head->content_length) +
-                           " bytes is larger than the limit of " +
-                           std::to_string(options.max_body_bytes));
-          return;
-        }
         ServerRequest& r = c->request;
         r.method.assign(head->method);
         r.target.assign(head->target);
@@ -349,8 +365,51 @@ struct Server::Impl {
         r.headers.clear();
         for (const auto& hv : head->headers) r.headers.emplace_back(hv.name, hv.value);
         r.peer = c->peer;
+        r.body.clear();
+        r.body_sink.reset();
+        uint64_t declared = head->framing == BodyFraming::kContentLength ? head->content_length : 0;
+        const RouteEntry* route = declared > 0 ? Route(r.path) : nullptr;
+        if (route != nullptr && route->opener) {
+          ServerResponse reject;
+          reject.status = 0;
+          std::shared_ptr<BodySink> sink;
+          try {
+            sink = route->opener(r, declared, &reject);
+          } catch (const std::exception& e) {
+            reject = ServerResponse();
+            reject.status = 500;
+            reject.body = std::string("internal error: ") + e.what() + "\n";
+          } catch (...) {
+            reject = ServerResponse();
+            reject.status = 500;
+            reject.body = "internal error\n";
+          }
+          if (reject.status != 0) {
+            // Answer now and close; the body is not processed. A client
+            // that waits for 100-continue sends none; from others drop what
+            // arrives (bounded) so they can read the answer.
+            Respond(c, std::move(reject), /*keep_alive=*/false, false, false);
+            uint64_t drop = head->expect_continue ? 0 : std::min(declared, kMaxDiscardBytes);
+            size_t here = static_cast<size_t>(std::min<uint64_t>(drop, c->in.size() - end));
+            c->discard = drop - here;
+            c->in.clear();
+            return;
+          }
+          if (sink) {
+            c->streaming = true;
+            c->sink = std::move(sink);
+            c->body_streamed = 0;
+          }
+        }
+        if (!c->streaming && head->content_length > options.max_body_bytes) {
+          RespondError(c, 413,
+                       "request body of " + std::to_string(head->content_length) +
+                           " bytes is larger than the limit of " +
+                           std::to_string(options.max_body_bytes));
+          return;
+        }
         c->head_end = end;
-        c->body_len = head->framing == BodyFraming::kContentLength ? head->content_length : 0;
+        c->body_len = declared;
         c->keep_alive = head->keep_alive;
         c->http10 = head->minor_version == 0;
         if (head->expect_continue && c->in.size() < c->head_end + c->body_len) {
@@ -359,13 +418,28 @@ struct Server::Impl {
           (void)!::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
         }
       }
-      if (c->in.size() < c->head_end + c->body_len) return;  // body incomplete
       ServerRequest& r = c->request;
-      r.body.assign(c->in, c->head_end, c->body_len);
+      if (c->streaming) {
+        // Hand over what arrived and drop it from the buffer.
+        uint64_t want = c->body_len - c->body_streamed;
+        size_t n = static_cast<size_t>(
+            std::min<uint64_t>(want, c->in.size() > c->head_end ? c->in.size() - c->head_end : 0));
+        if (n > 0) {
+          c->sink->Write(std::string_view(c->in).substr(c->head_end, n));
+          c->in.erase(c->head_end, n);
+          c->body_streamed += n;
+        }
+        if (c->body_streamed < c->body_len) return;  // body incomplete
+        r.body_sink = c->sink;
+      } else {
+        if (c->in.size() < c->head_end + c->body_len) return;  // body incomplete
+        r.body.assign(c->in, c->head_end, c->body_len);
+      }
       bool keep_alive = c->keep_alive && !stopping;
       bool http10 = c->http10;
       ServerResponse resp;
-      const Handler* handler = Route(r.path);
+      const RouteEntry* route = Route(r.path);
+      const Handler* handler = route ? &route->handler : nullptr;
       if (handler == nullptr) {
         resp.status = 404;
         resp.content_type = "application/json";
@@ -383,6 +457,7 @@ struct Server::Impl {
           resp.body = "internal error\n";
         }
       }
+      r.body_sink.reset();  // e.g. removes a spooled upload now
       Respond(c, std::move(resp), keep_alive, http10, r.method == "HEAD");
       ResetRequestState(c);
       Flush(c);
@@ -442,6 +517,9 @@ struct Server::Impl {
         if (c->in.size() > options.max_header_bytes + options.max_body_bytes + sizeof buf) {
           return true;
         }
+        // Let Process see the head (and hand a streamed body to its sink)
+        // every MiB, so a streamed upload is never buffered whole.
+        if (c->in.size() >= kReadChunkBytes) return true;
         continue;
       }
       if (n == 0) return false;
@@ -486,9 +564,9 @@ struct Server::Impl {
       for (auto& c : conns) {
         short ev = c->Writing() ? POLLOUT : POLLIN;
         fds.push_back({c->fd, ev, 0});
-        auto deadline = c->Writing()         ? c->last_activity + options.read_timeout
-                        : c->request_started ? c->request_start + options.read_timeout
-                                             : c->last_activity + options.idle_timeout;
+        auto deadline = c->Writing() || c->streaming ? c->last_activity + options.read_timeout
+                        : c->request_started         ? c->request_start + options.read_timeout
+                                                     : c->last_activity + options.idle_timeout;
         next_deadline = std::min(next_deadline, deadline);
       }
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now);
@@ -510,6 +588,11 @@ struct Server::Impl {
           if (re & (POLLOUT | POLLHUP)) Flush(c);
         } else if (re & (POLLIN | POLLHUP)) {
           if (!ReadSome(c)) c->peer_closed = true;
+          if (c->discard > 0) {
+            uint64_t n = std::min<uint64_t>(c->discard, c->in.size());
+            c->discard -= n;
+            c->in.clear();
+          }
           Process(c);
         }
         if (!c->Writing() && !c->close_after_write && !c->in.empty()) Process(c);
@@ -518,10 +601,16 @@ struct Server::Impl {
       now = SteadyClock::now();
       for (auto& c : conns) {
         if (c->peer_closed && !c->Writing()) continue;
+        if (c->discard > 0 && !c->Writing() && now - c->last_activity > options.read_timeout) {
+          c->peer_closed = true;  // a refused body that stopped coming: just close
+          continue;
+        }
         if (c->Writing()) {
           if (now - c->last_activity > options.read_timeout) Abort(c.get());
         } else if (c->request_started) {
-          if (now - c->request_start > options.read_timeout && !c->close_after_write) {
+          // A streamed upload may take long; it must only keep moving.
+          auto since = c->streaming ? c->last_activity : c->request_start;
+          if (now - since > options.read_timeout && !c->close_after_write) {
             RespondError(c.get(), 408,
                          "request not received within " +
                              std::to_string(options.read_timeout.count()) + " ms");
@@ -532,7 +621,7 @@ struct Server::Impl {
         }
       }
       std::erase_if(conns, [](const std::unique_ptr<Conn>& c) {
-        bool done = (c->peer_closed || c->close_after_write) && !c->Writing();
+        bool done = (c->peer_closed || (c->close_after_write && c->discard == 0)) && !c->Writing();
         if (done) ::close(c->fd);
         return done;
       });
@@ -545,7 +634,12 @@ Server::~Server() { Stop(); }
 
 void Server::Handle(std::string prefix, Handler handler) {
   if (prefix.empty()) prefix = "/";
-  impl_->routes.emplace_back(std::move(prefix), std::move(handler));
+  impl_->routes.push_back({std::move(prefix), std::move(handler), nullptr});
+}
+
+void Server::HandleStreaming(std::string prefix, BodyOpener opener, Handler handler) {
+  if (prefix.empty()) prefix = "/";
+  impl_->routes.push_back({std::move(prefix), std::move(handler), std::move(opener)});
 }
 
 Status Server::Start(const ServerOptions& options) {

@@ -8,8 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "gantry/core/http_client.h"
 
@@ -17,6 +20,7 @@ namespace gantry::http {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // A raw TCP client so tests can send exactly the bytes they mean (malformed,
@@ -326,6 +330,125 @@ TEST_F(ServerTest, HandlerExceptionIs500AndLargeBodiesArriveWhole) {
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   ASSERT_EQ(big->body.size(), 8u << 20);
   EXPECT_EQ(big->body.back(), 'y');
+}
+
+// A sink that records how the body arrived.
+struct CountingSink : BodySink {
+  std::string data;
+  int writes = 0;
+  size_t max_write = 0;
+  void Write(std::string_view d) override {
+    data.append(d);
+    ++writes;
+    max_write = std::max(max_write, d.size());
+  }
+};
+
+TEST(ServerStreamingTest, StreamedBodiesBypassTheBufferLimitAndKeepTheConnection) {
+  Server server;
+  std::shared_ptr<CountingSink> last;
+  std::atomic<int> opened{0};
+  server.HandleStreaming(
+      "/upload",
+      [&](const ServerRequest& head, uint64_t length, ServerResponse* reject) {
+        ++opened;
+        EXPECT_EQ(head.body, "");
+        if (head.Header("x-buffer") != nullptr) return std::shared_ptr<BodySink>();
+        if (head.Header("x-reject") != nullptr) {
+          reject->status = 403;
+          reject->body = "no uploads for you";
+          return std::shared_ptr<BodySink>();
+        }
+        if (length > (64u << 20)) {
+          reject->status = 413;
+          reject->content_type = "application/json";
+          reject->body = "{\"error\":\"too big: " + std::to_string(length) + "\"}";
+          return std::shared_ptr<BodySink>();
+        }
+        last = std::make_shared<CountingSink>();
+        return std::shared_ptr<BodySink>(last);
+      },
+      [&](const ServerRequest& req, ServerResponse* resp) {
+        auto* sink = dynamic_cast<CountingSink*>(req.body_sink.get());
+        resp->body = (sink ? "streamed:" + std::to_string(sink->data.size())
+                           : "buffered:" + std::to_string(req.body.size())) +
+                     ":" + req.path;
+      });
+  server.Handle(
+      "/", [](const ServerRequest& req, ServerResponse* resp) { resp->body = "root:" + req.body; });
+  ASSERT_TRUE(server.Start({.max_body_bytes = 1024}).ok());
+  RawClient c(server.port());
+  // 3 MiB against a 1 KiB buffer limit, sent in pieces, then a pipelined
+  // request on the same connection.
+  std::string body(3 << 20, 'z');
+  c.Send("PUT /upload/a HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n");
+  for (size_t off = 0; off < body.size(); off += 256 << 10) c.Send(body.substr(off, 256 << 10));
+  c.Send("POST /other HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "streamed:" + std::to_string(body.size()) + ":/upload/a");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "root:ok");
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->data, body);
+  EXPECT_GT(last->writes, 1);  // it arrived in pieces, not as one buffer
+  EXPECT_LE(last->max_write, size_t{(1 << 20) + (64 << 10)});  // never buffered whole
+  // GET without a body never reaches the opener.
+  int before = opened;
+  c.Send("GET /upload/a HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "buffered:0:/upload/a");
+  EXPECT_EQ(opened.load(), before);
+  // The opener may decline: then max_body_bytes applies as usual.
+  c.Send("PUT /upload/b HTTP/1.1\r\nHost: x\r\nX-Buffer: 1\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "buffered:5:/upload/b");
+  c.Send("PUT /upload/b HTTP/1.1\r\nHost: x\r\nX-Buffer: 1\r\nContent-Length: 2048\r\n\r\n");
+  EXPECT_THAT(c.ReadResponse(), StartsWith("HTTP/1.1 413"));
+  EXPECT_TRUE(c.ClosedByServer());
+
+  // The opener's refusal is sent before any body is read, then the
+  // connection closes.
+  RawClient d(server.port());
+  d.Send(
+      "PUT /upload/c HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n"
+      "Expect: 100-continue\r\n\r\n");
+  std::string refused = d.ReadResponse();
+  EXPECT_THAT(refused, StartsWith("HTTP/1.1 413"));
+  EXPECT_THAT(refused, HasSubstr("too big: 999999999999"));
+  EXPECT_THAT(refused, Not(HasSubstr("100 Continue")));
+  EXPECT_TRUE(d.ClosedByServer());
+
+  // A client that sends the whole body without waiting still gets the
+  // refusal (the server reads and drops the body instead of resetting).
+  RawClient e(server.port());
+  std::string body2(2 << 20, 'q');
+  e.Send("PUT /upload/d HTTP/1.1\r\nHost: x\r\nX-Reject: 1\r\nContent-Length: " +
+         std::to_string(body2.size()) + "\r\n\r\n" + body2);
+  EXPECT_EQ(BodyOf(e.ReadResponse()), "no uploads for you");
+  EXPECT_TRUE(e.ClosedByServer());
+  server.Stop();
+}
+
+TEST(ServerStreamingTest, StreamedUploadOnlyNeedsToKeepMoving) {
+  Server server;
+  server.HandleStreaming(
+      "/upload",
+      [](const ServerRequest&, uint64_t, ServerResponse*) {
+        return std::shared_ptr<BodySink>(std::make_shared<CountingSink>());
+      },
+      [](const ServerRequest& req, ServerResponse* resp) {
+        resp->body = std::to_string(static_cast<CountingSink*>(req.body_sink.get())->data.size());
+      });
+  // The whole upload takes longer than read_timeout, but bytes keep coming.
+  ASSERT_TRUE(server.Start({.read_timeout = std::chrono::milliseconds(1000)}).ok());
+  RawClient c(server.port());
+  c.Send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n");
+  for (int i = 0; i < 16; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    c.Send("x");
+  }
+  EXPECT_EQ(BodyOf(c.ReadResponse()), "16");
+  // A stalled upload still times out.
+  c.Send("PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nxx");
+  EXPECT_THAT(c.ReadResponse(), StartsWith("HTTP/1.1 408"));
+  server.Stop();
 }
 
 TEST_F(ServerTest, ConnectionsBeyondTheLimitGet503) {

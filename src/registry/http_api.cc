@@ -1,10 +1,15 @@
 // MLflow-shaped registry HTTP API with access control, and its client (see http_api.h).
 #include "gantry/registry/http_api.h"
 
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "gantry/core/http_client.h"
@@ -21,6 +26,11 @@ constexpr std::string_view kMlflow = "/api/2.0/mlflow/";
 constexpr std::string_view kGantry = "/api/2.0/gantry/";
 constexpr std::string_view kBlobs = "/api/2.0/gantry/blobs/sha256/";
 constexpr std::string_view kManifests = "/api/2.0/gantry/manifests/sha256/";
+constexpr std::string_view kSignatures = "/api/2.0/gantry/signatures";
+constexpr std::string_view kPolicy = "/api/2.0/gantry/policy";
+constexpr std::string_view kTrustedKeys = "/api/2.0/gantry/trusted-keys";
+// A signature bundle carries the whole manifest (up to kMaxManifestBytes) base64-encoded.
+constexpr size_t kMaxSignatureBodyBytes = kMaxBufferedBodyBytes;
 
 void Reply(http::ServerResponse* resp, int status, const Json& body) {
   resp->status = status;
@@ -74,6 +84,71 @@ bool IsHex64(std::string_view s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
+
+// A streamed blob upload: written to a temporary spool file and hashed as
+// it arrives (http::BodySink); the file is removed when the request ends.
+class SpooledBlob final : public http::BodySink {
+ public:
+  static Result<std::shared_ptr<SpooledBlob>> Create(const std::string& dir) {
+    std::error_code ec;
+    std::string base = dir;
+    if (base.empty()) base = fs::temp_directory_path(ec).string();
+    if (base.empty()) base = "/tmp";
+    fs::create_directories(base, ec);
+    std::string path = (fs::path(base) / "gantry-upload-XXXXXX").string();
+    int fd = ::mkostemp(path.data(), O_CLOEXEC);
+    if (fd < 0) return IoError("creating an upload spool file in " + base, errno);
+    auto out = std::shared_ptr<SpooledBlob>(new SpooledBlob(fd, path));
+    if (out->ctx_ == nullptr || EVP_DigestInit_ex(out->ctx_, EVP_sha256(), nullptr) != 1) {
+      return Internal("cannot initialise SHA-256");
+    }
+    return out;
+  }
+  ~SpooledBlob() override {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(path_.c_str());
+    EVP_MD_CTX_free(ctx_);
+  }
+  void Write(std::string_view data) override {
+    if (!status_.ok() || finished_) return;
+    EVP_DigestUpdate(ctx_, data.data(), data.size());
+    size_ += data.size();
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        status_ = IoError("spooling an upload to " + path_, errno);
+        return;
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  // Closes the file and computes the digest; the first error when spooling failed.
+  Status Finish() {
+    if (!status_.ok() || finished_) return status_;
+    finished_ = true;
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    hex_ = security::HexEncode(std::string_view(reinterpret_cast<char*>(md), 32));
+    if (::close(fd_) != 0) status_ = IoError("closing " + path_, errno);
+    fd_ = -1;
+    return status_;
+  }
+  const std::string& hex() const { return hex_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  SpooledBlob(int fd, std::string path) : fd_(fd), path_(std::move(path)), ctx_(EVP_MD_CTX_new()) {}
+  int fd_;
+  std::string path_;
+  EVP_MD_CTX* ctx_;
+  uint64_t size_ = 0;
+  bool finished_ = false;
+  std::string hex_;
+  Status status_;
+};
 
 // ---- access control ----
 // Roles nest; the policy is the shared RBAC code so the matching rules are
@@ -338,6 +413,11 @@ std::string_view ActionOf(const http::ServerRequest& req) {
   if (p.starts_with("/api/2.0/gantry/policy") || p.starts_with("/api/2.0/gantry/trusted-keys")) {
     return "registry:admin";
   }
+  // Deleting versions or models destroys data (MLflow needs MANAGE): admin.
+  if (p == "/api/2.0/mlflow/registered-models/delete" ||
+      p == "/api/2.0/mlflow/model-versions/delete") {
+    return "registry:admin";
+  }
   return "registry:write";
 }
 
@@ -368,28 +448,90 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
     }
     if (method == "PUT" && blob) {
       // Verified on receipt: a body whose digest differs is never stored.
-      std::string got = security::Sha256Hex(req.body);
+      // Through AddHttpRoutes the body was streamed to a spool file.
+      auto* spooled = dynamic_cast<SpooledBlob*>(req.body_sink.get());
+      std::string got;
+      uint64_t size = 0;
+      if (spooled != nullptr) {
+        RETURN_IF_ERROR(spooled->Finish());
+        got = spooled->hex();
+        size = spooled->size();
+      } else {
+        got = security::Sha256Hex(req.body);
+        size = req.body.size();
+      }
       if (got != hex) {
         return InvalidArgument("blob body has sha256 " + got + ", not " + hex +
                                " named in the path; nothing stored");
       }
       auto st = reg.artifacts().Stat(key);
-      bool existed = st.ok() && st->size == req.body.size();
+      bool existed = st.ok() && st->size == size;
       if (!existed) {
-        RETURN_IF_ERROR(reg.artifacts().Put(
-            key, std::span<const std::byte>(reinterpret_cast<const std::byte*>(req.body.data()),
-                                            req.body.size())));
-        RETURN_IF_ERROR(
-            AuditChange(c, {{"action", "blob_put"}, {"sha256", hex}, {"size", req.body.size()}}));
+        if (spooled != nullptr) {
+          RETURN_IF_ERROR(reg.artifacts().PutFile(key, spooled->path()));
+        } else {
+          RETURN_IF_ERROR(reg.artifacts().Put(
+              key, std::span<const std::byte>(reinterpret_cast<const std::byte*>(req.body.data()),
+                                              req.body.size())));
+        }
+        RETURN_IF_ERROR(AuditChange(c, {{"action", "blob_put"}, {"sha256", hex}, {"size", size}}));
       }
-      Reply(resp, existed ? 200 : 201, Json{{"sha256", hex}, {"size", req.body.size()}});
+      Reply(resp, existed ? 200 : 201, Json{{"sha256", hex}, {"size", size}});
       return Status::Ok();
     }
     ReplyError(resp, 405, "METHOD_NOT_ALLOWED", method + " " + req.path + " is not supported");
     return Status::Ok();
   }
+  // ---- signatures (GET: reader; POST: writer) ----
+  if (path == kSignatures) {
+    std::string name = req.QueryParam("name");
+    if (method == "GET") {
+      ASSIGN_OR_RETURN(auto v, reg.Resolve(name + "/" + req.QueryParam("version")));
+      ASSIGN_OR_RETURN(auto sigs, reg.meta().Signatures(v.model, v.version));
+      Json out = Json::array();
+      for (const auto& [keyid, bundle] : sigs)
+        out.push_back({{"keyid", keyid}, {"bundle", bundle}});
+      Reply(resp, 200,
+            Json{{"name", v.model}, {"version", std::to_string(v.version)}, {"signatures", out}});
+      return Status::Ok();
+    }
+    if (method == "POST") {
+      ASSIGN_OR_RETURN(Json body, ParseBody(req));
+      ASSIGN_OR_RETURN(name, Str(body, "name"));
+      RETURN_IF_ERROR(ValidateModelName(name));
+      ASSIGN_OR_RETURN(auto version, Version(body, "version", true));
+      ASSIGN_OR_RETURN(std::string bundle, Str(body, "bundle"));
+      reg.SetAudit(c.o.audit, c.who.actor);
+      ASSIGN_OR_RETURN(std::string keyid,
+                       reg.AddSignatureBundle(name + "/" + std::to_string(*version), bundle));
+      Reply(resp, 200, Json{{"keyid", keyid}});
+      return Status::Ok();
+    }
+    ReplyError(resp, 405, "METHOD_NOT_ALLOWED", method + " " + req.path + " is not supported");
+    return Status::Ok();
+  }
+  // ---- policy and trusted keys (GET: reader; changes: admin) ----
+  if (path == kPolicy && method == "GET") {
+    ASSIGN_OR_RETURN(bool on, reg.SignaturesRequired());
+    Reply(resp, 200, Json{{"require_signatures", on}});
+    return Status::Ok();
+  }
+  if (path == kTrustedKeys && method == "GET") {
+    // Public keys only; listing them lets clients compare key ids. Clients
+    // never trust a key because the server lists it.
+    ASSIGN_OR_RETURN(auto keys, reg.meta().TrustedKeys());
+    Json out = Json::array();
+    for (const auto& k : keys) {
+      out.push_back({{"keyid", k.keyid},
+                     {"algorithm", k.algorithm},
+                     {"public_pem", k.public_pem},
+                     {"comment", k.comment}});
+    }
+    Reply(resp, 200, Json{{"trusted_keys", out}});
+    return Status::Ok();
+  }
   // ---- admin ----
-  if (path == "/api/2.0/gantry/policy" && method == "POST") {
+  if (path == kPolicy && method == "POST") {
     ASSIGN_OR_RETURN(Json body, ParseBody(req));
     auto it = body.find("require_signatures");
     if (it == body.end() || !it->is_boolean()) {
@@ -400,7 +542,7 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
     Reply(resp, 200, Json{{"require_signatures", it->get<bool>()}});
     return Status::Ok();
   }
-  if (path == "/api/2.0/gantry/trusted-keys") {
+  if (path == kTrustedKeys) {
     reg.SetAudit(c.o.audit, c.who.actor);
     if (method == "POST") {
       ASSIGN_OR_RETURN(Json body, ParseBody(req));
@@ -457,11 +599,33 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
       return Status::Ok();
     }
     if (ep == "model-versions/search") {
+      // MLflow's name/run_id, plus Gantry's lineage filters (the fields of
+      // SearchQuery; see `gantry registry search`).
       SearchQuery q;
       q.run_id = req.QueryParam("run_id");
       q.alias = req.QueryParam("alias");
+      q.name_like = req.QueryParam("name_like");
+      std::string tag = req.QueryParam("tag");
+      if (!tag.empty()) {
+        size_t eq = tag.find('=');
+        q.tag_key = tag.substr(0, eq);
+        if (eq != std::string::npos) q.tag_value = tag.substr(eq + 1);
+      }
+      q.dataset_digest = req.QueryParam("dataset");
+      q.source_like = req.QueryParam("source");
+      q.code_commit = req.QueryParam("commit");
+      q.parent = req.QueryParam("parent");
+      if (std::string mr = req.QueryParam("max_results"); !mr.empty()) {
+        auto [p, ec] = std::from_chars(mr.data(), mr.data() + mr.size(), q.limit);
+        if (ec != std::errc() || p != mr.data() + mr.size() || q.limit < 1 || q.limit > 1000) {
+          return InvalidArgument("max_results '" + mr + "' must be 1..1000");
+        }
+      }
+      bool filtered = !q.run_id.empty() || !q.alias.empty() || !q.name_like.empty() ||
+                      !q.tag_key.empty() || !q.dataset_digest.empty() || !q.source_like.empty() ||
+                      !q.code_commit.empty() || !q.parent.empty();
       std::vector<ModelVersion> vs;
-      if (!name.empty() && q.run_id.empty() && q.alias.empty()) {
+      if (!name.empty() && !filtered) {
         ASSIGN_OR_RETURN(vs, reg.meta().ListVersions(name));
       } else {
         ASSIGN_OR_RETURN(vs, reg.meta().Search(q));
@@ -477,6 +641,43 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
     return NotFound("unknown endpoint " + req.path);
   }
   // ---- writes ----
+  if ((ep == "model-versions/delete" || ep == "registered-models/delete") && method != "DELETE") {
+    ReplyError(resp, 405, "METHOD_NOT_ALLOWED",
+               method + " " + req.path + " is not supported; use DELETE (as MLflow does)");
+    return Status::Ok();
+  }
+  if ((ep == "model-versions/delete" || ep == "registered-models/delete") && method == "DELETE") {
+    // MLflow sends {name, version} as a JSON body; query parameters work too.
+    Json body = Json::object();
+    if (!req.body.empty()) {
+      ASSIGN_OR_RETURN(body, ParseBody(req));
+    }
+    if (!body.contains("name") && !req.QueryParam("name").empty())
+      body["name"] = req.QueryParam("name");
+    if (!body.contains("version") && !req.QueryParam("version").empty())
+      body["version"] = req.QueryParam("version");
+    ASSIGN_OR_RETURN(std::string name, Str(body, "name"));
+    RETURN_IF_ERROR(ValidateModelName(name));
+    reg.SetAudit(c.o.audit, c.who.actor);
+    DeleteReport rep;
+    if (ep == "model-versions/delete") {
+      ASSIGN_OR_RETURN(auto version, Version(body, "version", true));
+      ASSIGN_OR_RETURN(rep, reg.DeleteVersion(name, *version));
+    } else {
+      ASSIGN_OR_RETURN(rep, reg.DeleteModel(name));
+    }
+    Json versions = Json::array();
+    for (int64_t v : rep.versions) versions.push_back(std::to_string(v));
+    Reply(resp, 200,
+          Json{{"deleted",
+                {{"name", rep.model},
+                 {"versions", versions},
+                 {"aliases_removed", rep.aliases_removed},
+                 {"blobs_removed", rep.blobs_removed},
+                 {"manifests_removed", rep.manifests_removed},
+                 {"gc_errors", rep.gc_errors}}}});
+    return Status::Ok();
+  }
   if (ep == "registered-models/alias" && method == "DELETE") {
     std::string name = req.QueryParam("name"), alias = req.QueryParam("alias");
     std::optional<int64_t> expected;
@@ -558,37 +759,69 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
 
 }  // namespace
 
-void HandleHttpRequest(Registry& reg, const HttpApiOptions& o, const http::ServerRequest& req,
-                       http::ServerResponse* resp) {
+namespace {
+
+int64_t NowSeconds(const HttpApiOptions& o) {
   const Clock* clock = o.clock ? o.clock : &SystemClock();
-  int64_t now =
-      std::chrono::duration_cast<std::chrono::seconds>(clock->WallNow().time_since_epoch()).count();
-  std::string_view path = req.path;
-  if (!path.starts_with(kMlflow) && !path.starts_with(kGantry)) {
-    return Error(resp, NotFound("unknown path " + req.path));
-  }
+  return std::chrono::duration_cast<std::chrono::seconds>(clock->WallNow().time_since_epoch())
+      .count();
+}
+
+// Authenticates and checks the role the request needs; on failure fills
+// `resp` with the 401 (with the Bearer challenge) or 403 answer.
+std::optional<Caller> AuthorizeOrReply(const HttpApiOptions& o, const http::ServerRequest& req,
+                                       int64_t now, http::ServerResponse* resp) {
   auto who = Authenticate(o, req, now);
   if (!who.ok()) {
     resp->headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gantry-registry\"");
-    return ReplyError(resp, 401, "UNAUTHENTICATED", who.status().message());
+    ReplyError(resp, 401, "UNAUTHENTICATED", who.status().message());
+    return std::nullopt;
   }
   std::string_view action = ActionOf(req);
   if (!Allowed(*who, action)) {
     std::string roles;
     for (const auto& r : who->roles) roles += (roles.empty() ? "" : ",") + r;
-    return Reply(resp, 403,
-                 Json{{"error_code", "PERMISSION_DENIED"},
-                      {"required_role", RoleFor(action)},
-                      {"message", req.method + " " + req.path + " needs role '" +
-                                      std::string(RoleFor(action)) + "' (caller " + who->actor +
-                                      " has '" + roles + "')"}});
+    Reply(resp, 403,
+          Json{{"error_code", "PERMISSION_DENIED"},
+               {"required_role", RoleFor(action)},
+               {"message", req.method + " " + req.path + " needs role '" +
+                               std::string(RoleFor(action)) + "' (caller " + who->actor + " has '" +
+                               roles + "')"}});
+    return std::nullopt;
   }
+  return *std::move(who);
+}
+
+// Re-reads the API keys when the key store changed (a revoked or new key
+// takes effect on the next request). Handlers run on the one loop thread,
+// so this needs no lock.
+void RefreshKeys(HttpApiOptions& o) {
+  if (o.key_store == nullptr) return;
+  auto changed = o.key_store->ChangedSinceSnapshot();
+  if (changed.ok() && *changed) {
+    auto snap = o.key_store->Snapshot();
+    if (snap.ok()) o.keys = *snap;
+  }
+}
+
+}  // namespace
+
+void HandleHttpRequest(Registry& reg, const HttpApiOptions& o, const http::ServerRequest& req,
+                       http::ServerResponse* resp) {
+  int64_t now = NowSeconds(o);
+  std::string_view path = req.path;
+  if (!path.starts_with(kMlflow) && !path.starts_with(kGantry)) {
+    return Error(resp, NotFound("unknown path " + req.path));
+  }
+  auto who = AuthorizeOrReply(o, req, now, resp);
+  if (!who) return;
   // JSON bodies are bounded separately from blob uploads (which the server's
   // max_body_bytes bounds).
-  if (!path.starts_with(kBlobs) && req.body.size() > kMaxJsonBodyBytes) {
+  size_t limit = path == kSignatures ? kMaxSignatureBodyBytes : kMaxJsonBodyBytes;
+  if (!path.starts_with(kBlobs) && req.body.size() > limit) {
     return ReplyError(resp, 413, "REQUEST_TOO_LARGE",
                       "request body of " + std::to_string(req.body.size()) +
-                          " bytes is over the limit of " + std::to_string(kMaxJsonBodyBytes));
+                          " bytes is over the limit of " + std::to_string(limit));
   }
   Ctx c{reg, o, *who, now};
   Status s = Dispatch(c, req, resp);
@@ -597,18 +830,36 @@ void HandleHttpRequest(Registry& reg, const HttpApiOptions& o, const http::Serve
 
 void AddHttpRoutes(Registry& reg, HttpApiOptions options, http::Server& server) {
   auto o = std::make_shared<HttpApiOptions>(std::move(options));
-  server.Handle("/api/", [&reg, o](const http::ServerRequest& req, http::ServerResponse* resp) {
-    // Handlers run on the one loop thread, so refreshing the snapshot here
-    // needs no lock.
-    if (o->key_store != nullptr) {
-      auto changed = o->key_store->ChangedSinceSnapshot();
-      if (changed.ok() && *changed) {
-        auto snap = o->key_store->Snapshot();
-        if (snap.ok()) o->keys = *snap;
-      }
-    }
+  auto handle = [&reg, o](const http::ServerRequest& req, http::ServerResponse* resp) {
+    RefreshKeys(*o);
     HandleHttpRequest(reg, *o, req, resp);
-  });
+  };
+  server.Handle("/api/", handle);
+  // Blob uploads stream to a spool file. Credentials, role and size are
+  // checked from the head, before a byte of the body is accepted.
+  server.HandleStreaming(
+      std::string(kBlobs),
+      [o](const http::ServerRequest& head, uint64_t length,
+          http::ServerResponse* reject) -> std::shared_ptr<http::BodySink> {
+        if (head.method != "PUT") return nullptr;
+        RefreshKeys(*o);
+        if (!AuthorizeOrReply(*o, head, NowSeconds(*o), reject)) return nullptr;
+        if (length > o->max_blob_bytes) {
+          ReplyError(reject, 413, "REQUEST_TOO_LARGE",
+                     "blob upload of " + std::to_string(length) +
+                         " bytes is over this server's limit of " +
+                         std::to_string(o->max_blob_bytes) +
+                         " bytes (gantry registry serve --max-upload-mb)");
+          return nullptr;
+        }
+        auto sink = SpooledBlob::Create(o->spool_dir);
+        if (!sink.ok()) {
+          Error(reject, sink.status());
+          return nullptr;
+        }
+        return *std::move(sink);
+      },
+      handle);
 }
 
 // ---- client ----
@@ -663,27 +914,72 @@ Result<std::string> ReadWhole(const std::string& path) {
 
 }  // namespace
 
-Result<Json> RemoteRegistry::Call(std::string_view method, std::string_view endpoint,
-                                  const Json& body) {
+Result<Json> RemoteRegistry::CallPath(std::string_view method, const std::string& path,
+                                      const Json& body) {
   http::Request r;
   r.method = std::string(method);
-  r.url = o_.server + std::string(kMlflow) + std::string(endpoint);
+  r.url = o_.server + path;
   r.deadline = o_.deadline;
+  r.max_body_bytes = 2 * kMaxManifestBytes;  // signature lists carry whole manifests
   if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
   if (!body.is_null()) {
     r.body = body.dump();
     r.headers.push_back({"Content-Type", "application/json"});
   }
   ASSIGN_OR_RETURN(http::Response resp, http::Send(r));
-  if (resp.status != 200) {
-    return StatusFromHttp(resp.status, resp.body,
-                          std::string(method) + " " + std::string(endpoint));
-  }
+  std::string what = std::string(method) + " " + path.substr(0, path.find('?'));
+  if (resp.status != 200) return StatusFromHttp(resp.status, resp.body, what);
   Json j = Json::parse(resp.body, nullptr, false);
-  if (j.is_discarded())
-    return DataLoss("server answered " + std::string(endpoint) + " with non-JSON");
+  if (j.is_discarded()) return DataLoss("server answered " + what + " with non-JSON");
   return j;
 }
+
+Result<Json> RemoteRegistry::Call(std::string_view method, std::string_view endpoint,
+                                  const Json& body) {
+  return CallPath(method, std::string(kMlflow) + std::string(endpoint), body);
+}
+
+Result<Json> RemoteRegistry::CallGantry(std::string_view method, std::string_view endpoint,
+                                        const Json& body) {
+  return CallPath(method, std::string(kGantry) + std::string(endpoint), body);
+}
+
+Result<Json> RemoteRegistry::GetVersion(std::string_view ref) {
+  std::string r(ref);
+  if (r.starts_with("models:/")) r.erase(0, 8);
+  std::string endpoint;
+  if (size_t at = r.find('@'); at != std::string::npos) {
+    endpoint = "registered-models/alias?name=" + UrlEncode(r.substr(0, at)) +
+               "&alias=" + UrlEncode(r.substr(at + 1));
+  } else {
+    size_t slash = r.find('/');
+    std::string name = r.substr(0, slash);
+    std::string ver = slash == std::string::npos ? "latest" : r.substr(slash + 1);
+    endpoint = "model-versions/get?name=" + UrlEncode(name) + "&version=" + UrlEncode(ver);
+  }
+  ASSIGN_OR_RETURN(Json got, Call("GET", endpoint));
+  auto it = got.find("model_version");
+  if (it == got.end() || !it->is_object()) {
+    return DataLoss("server answer for " + r + " has no model_version object");
+  }
+  return *it;
+}
+
+namespace {
+
+// The checked pieces of a remote version: its number, the statement text
+// (hashing to the recorded digest), the parsed manifest (equal to the
+// server's file list) and the listed sizes.
+struct RemoteVersion {
+  std::string name;
+  int64_t version = 0;
+  std::string label;  // "name/3"
+  std::string statement;
+  Manifest manifest;
+  std::map<std::string, uint64_t> sizes;
+};
+
+}  // namespace
 
 Result<std::string> RemoteRegistry::GetRaw(const std::string& path) {
   http::Request r;
@@ -737,96 +1033,148 @@ Result<Json> RemoteRegistry::Register(const RegisterRequest& req) {
   return out["model_version"];
 }
 
-Result<VerifyReport> RemoteRegistry::Download(std::string_view ref, const std::string& dest,
-                                              bool overwrite) {
+// Fetches and cross-checks a version's manifest (see RemoteVersion).
+static Result<RemoteVersion> FetchRemoteVersion(
+    RemoteRegistry& remote, std::string_view ref,
+    const std::function<Result<std::string>(const std::string&)>& get_raw) {
+  RemoteVersion out;
+  ASSIGN_OR_RETURN(Json v, remote.GetVersion(ref));
   std::string r(ref);
-  if (r.starts_with("models:/")) r.erase(0, 8);
-  std::string endpoint;
-  if (size_t at = r.find('@'); at != std::string::npos) {
-    endpoint = "registered-models/alias?name=" + UrlEncode(r.substr(0, at)) +
-               "&alias=" + UrlEncode(r.substr(at + 1));
-  } else {
-    size_t slash = r.find('/');
-    std::string name = r.substr(0, slash);
-    std::string ver = slash == std::string::npos ? "latest" : r.substr(slash + 1);
-    endpoint = "model-versions/get?name=" + UrlEncode(name) + "&version=" + UrlEncode(ver);
-  }
-  ASSIGN_OR_RETURN(Json got, Call("GET", endpoint));
-  const Json& v = got["model_version"];
-  if (!v.is_object() || !v.contains("manifest_sha256") || !v.contains("files")) {
+  if (!v.contains("manifest_sha256") || !v.contains("files") || !v["files"].is_array()) {
     return DataLoss("server answer for " + r + " has no manifest_sha256/files");
   }
   std::string manifest_sha =
       v["manifest_sha256"].is_string() ? v["manifest_sha256"].get<std::string>() : "";
   if (!IsHex64(manifest_sha)) return DataLoss("server sent a bad manifest digest for " + r);
+  out.name = v["name"].is_string() ? v["name"].get<std::string>() : "";
+  {
+    // A malformed answer must not throw (no exceptions across modules).
+    std::string vs = v["version"].is_string() ? v["version"].get<std::string>() : "";
+    auto [p, perr] = std::from_chars(vs.data(), vs.data() + vs.size(), out.version);
+    if (perr != std::errc() || p != vs.data() + vs.size() || out.version < 1) {
+      return DataLoss("server sent a bad version number for " + r);
+    }
+  }
+  RETURN_IF_ERROR(ValidateModelName(out.name).WithContext("server answer for " + r));
+  out.label = out.name + "/" + std::to_string(out.version);
   // The manifest must hash to the recorded digest, and the file list the
   // server sent must equal the manifest exactly.
-  ASSIGN_OR_RETURN(std::string statement, GetRaw(std::string(kManifests) + manifest_sha));
-  if (security::Sha256Hex(statement) != manifest_sha) {
-    return DataLoss("manifest of " + r + " does not hash to " + manifest_sha);
+  ASSIGN_OR_RETURN(out.statement, get_raw(std::string(kManifests) + manifest_sha));
+  if (security::Sha256Hex(out.statement) != manifest_sha) {
+    return DataLoss("manifest of " + out.label + " does not hash to " + manifest_sha);
   }
-  ASSIGN_OR_RETURN(Manifest m, ParseStatement(statement));
+  ASSIGN_OR_RETURN(out.manifest, ParseStatement(out.statement));
   Manifest listed;
-  std::map<std::string, uint64_t> sizes;
   for (const auto& f : v["files"]) {
     if (!f.is_object() || !f["path"].is_string() || !f["sha256"].is_string() ||
         !f["size"].is_number_unsigned()) {
-      return DataLoss("server sent a malformed file entry for " + r);
+      return DataLoss("server sent a malformed file entry for " + out.label);
     }
-    FileEntry e{f["path"].get<std::string>(), f["sha256"].get<std::string>(),
-                f["size"].get<uint64_t>()};
-    sizes[e.path] = e.size;
+    FileEntry e{f["path"].get<std::string>(), f["sha256"].get<std::string>(), 0};
+    out.sizes[e.path] = f["size"].get<uint64_t>();
     listed.files.push_back(e);
   }
   std::sort(listed.files.begin(), listed.files.end(),
             [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
-  for (auto& f : listed.files) f.size = 0;
-  RETURN_IF_ERROR(CompareManifests(m, listed, "the server's file list"));
+  RETURN_IF_ERROR(CompareManifests(out.manifest, listed, "the server's file list"));
+  return out;
+}
 
-  fs::path target = fs::absolute(dest).lexically_normal();
-  std::error_code ec;
-  if (fs::exists(target, ec) && !overwrite) {
-    return AlreadyExists("destination " + target.string() + " exists (pass --overwrite)");
+Result<VerifyReport> RemoteRegistry::Download(std::string_view ref, const std::string& dest,
+                                              const RemoteDownloadOptions& options) {
+  auto get_raw = [this](const std::string& path) { return GetRaw(path); };
+  ASSIGN_OR_RETURN(RemoteVersion rv, FetchRemoteVersion(*this, ref, get_raw));
+  const Manifest& m = rv.manifest;
+
+  // Signatures, against the client's own trusted keys.
+  bool require = options.require_signature;
+  std::string required_by = "a signature was required (--require-signature)";
+  if (auto pol = CallGantry("GET", "policy"); pol.ok()) {
+    if (pol->value("require_signatures", false) && !require) {
+      require = true;
+      required_by = "the registry requires signatures";
+    }
+  } else if (pol.status().code() != StatusCode::kNotFound) {
+    return pol.status().WithContext("reading the server's signature policy");
   }
-  std::mt19937_64 rng(std::random_device{}());
-  fs::path tmp = target.parent_path() /
-                 ("." + target.filename().string() + ".tmp-" + std::to_string(rng() % 1000000));
-  fs::create_directories(tmp, ec);
-  if (ec) return IoError("creating " + tmp.string(), ec.value());
-  auto cleanup = [&] { fs::remove_all(tmp, ec); };
-  VerifyReport rep;
-  rep.model = v.value("name", "");
-  {
-    // A malformed answer must not throw (no exceptions across modules).
-    std::string vs = v["version"].is_string() ? v["version"].get<std::string>() : "";
-    auto [p, perr] = std::from_chars(vs.data(), vs.data() + vs.size(), rep.version);
-    if (perr != std::errc() || p != vs.data() + vs.size()) {
-      return DataLoss("server sent a bad version number for " + r);
+  static const std::vector<security::DsseVerifier> kNone;
+  const auto& trusted = options.trusted ? *options.trusted : kNone;
+  ASSIGN_OR_RETURN(Json sj, CallGantry("GET", "signatures?name=" + UrlEncode(rv.name) +
+                                                  "&version=" + std::to_string(rv.version)));
+  std::map<std::string, std::string> sigs;
+  if (sj.contains("signatures") && sj["signatures"].is_array()) {
+    for (const auto& e : sj["signatures"]) {
+      if (!e.is_object() || !e["keyid"].is_string() || !e["bundle"].is_string()) {
+        return DataLoss("server sent a malformed signature entry for " + rv.label);
+      }
+      sigs[e["keyid"].get<std::string>()] = e["bundle"].get<std::string>();
     }
   }
+  if (require && trusted.empty()) {
+    return PermissionDenied(rv.label +
+                            ": a trusted signature is required but no trusted public "
+                            "key is configured on this client; pass --pubkey KEY.pub (the "
+                            "server's key list is not trusted for this)");
+  }
+  ASSIGN_OR_RETURN(VerifyReport rep, CheckSignatureBundles(rv.label, sigs, rv.statement, trusted,
+                                                           require, required_by));
+  rep.model = rv.name;
+  rep.version = rv.version;
+
+  bool write = !dest.empty();
+  fs::path target, tmp;
+  std::error_code ec;
+  if (write) {
+    target = fs::absolute(dest).lexically_normal();
+    if (fs::exists(fs::symlink_status(target, ec)) && !options.overwrite) {
+      return AlreadyExists("destination " + target.string() + " exists (pass --overwrite)");
+    }
+    std::mt19937_64 rng(std::random_device{}());
+    tmp = target.parent_path() /
+          ("." + target.filename().string() + ".tmp-" + std::to_string(rng() % 1000000));
+    fs::create_directories(tmp, ec);
+    if (ec) return IoError("creating " + tmp.string(), ec.value());
+  }
+  auto cleanup = [&] {
+    if (write) fs::remove_all(tmp, ec);
+  };
   for (const auto& f : m.files) {
     RETURN_IF_ERROR(ValidateFilePath(f.path));  // ParseStatement checked; keep it local too
     auto data = GetRaw(std::string(kBlobs) + f.sha256);
     if (!data.ok()) {
       cleanup();
-      return data.status();
+      return data.status().WithContext("file " + f.path + " of " + rv.label);
     }
-    if (security::Sha256Hex(*data) != f.sha256 || data->size() != sizes[f.path]) {
+    std::string got = security::Sha256Hex(*data);
+    if (got != f.sha256 || data->size() != rv.sizes[f.path]) {
       cleanup();
-      return DataLoss("downloaded " + f.path + " does not match its manifest digest " + f.sha256 +
-                      " / size; nothing written");
+      return DataLoss("file " + f.path + " of " + rv.label + " was modified: downloaded sha256 " +
+                      got + " (" + std::to_string(data->size()) + " bytes), manifest says " +
+                      f.sha256 + " (" + std::to_string(rv.sizes[f.path]) +
+                      " bytes); nothing written");
     }
-    fs::path out = tmp / f.path;
-    fs::create_directories(out.parent_path(), ec);
-    std::ofstream o(out, std::ios::binary | std::ios::trunc);
-    o.write(data->data(), static_cast<std::streamsize>(data->size()));
-    o.close();
-    if (!o) {
-      cleanup();
-      return IoError("writing " + out.string(), errno);
+    if (write) {
+      fs::path out = tmp / f.path;
+      fs::create_directories(out.parent_path(), ec);
+      std::ofstream o(out, std::ios::binary | std::ios::trunc);
+      o.write(data->data(), static_cast<std::streamsize>(data->size()));
+      o.close();
+      if (!o) {
+        cleanup();
+        return IoError("writing " + out.string(), errno);
+      }
     }
     rep.files++;
     rep.bytes += data->size();
+  }
+  if (!write) return rep;
+  if (options.write_signature && !rep.verified_keyids.empty()) {
+    Status s = WriteFileAtomic((tmp / std::string(kSignatureFile)).string(),
+                               sigs.at(rep.verified_keyids.front()));
+    if (!s.ok()) {
+      cleanup();
+      return s;
+    }
   }
   if (fs::exists(target, ec)) fs::remove_all(target, ec);
   fs::rename(tmp, target, ec);
@@ -835,6 +1183,18 @@ Result<VerifyReport> RemoteRegistry::Download(std::string_view ref, const std::s
     return IoError("renaming into " + target.string(), ec.value());
   }
   return rep;
+}
+
+Result<std::string> RemoteRegistry::Sign(std::string_view ref, const security::DsseSigner& signer) {
+  auto get_raw = [this](const std::string& path) { return GetRaw(path); };
+  ASSIGN_OR_RETURN(RemoteVersion rv, FetchRemoteVersion(*this, ref, get_raw));
+  ASSIGN_OR_RETURN(auto env, security::SignDsse(kInTotoPayloadType, rv.statement, signer));
+  std::string bundle = BundleJson(env, signer.KeyId()).dump(2);
+  ASSIGN_OR_RETURN(Json out, CallGantry("POST", "signatures",
+                                        Json{{"name", rv.name},
+                                             {"version", std::to_string(rv.version)},
+                                             {"bundle", bundle}}));
+  return out.value("keyid", signer.KeyId());
 }
 
 }  // namespace gantry::registry

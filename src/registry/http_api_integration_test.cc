@@ -7,9 +7,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include "gantry/core/http_client.h"
 #include "gantry/registry/http_api.h"
+#include "gantry/security/crypto.h"
 
 namespace gantry::registry {
 namespace {
@@ -141,6 +144,417 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
   EXPECT_NE(log.find("api_key:" + writer->first.id), std::string::npos);
   EXPECT_EQ(log.find(writer->second), std::string::npos);  // never the key itself
   fs::remove_all(root);
+}
+
+// A served registry with reader/writer/admin API keys and an audit log.
+// `tamper` (when set) may rewrite any response, playing a compromised server.
+struct Served {
+  fs::path root;
+  std::unique_ptr<Registry> reg;
+  std::unique_ptr<security::KeyStore> ks;
+  std::unique_ptr<security::AuditLog> audit;
+  std::string audit_path;
+  std::map<std::string, std::string> keys;  // role -> secret
+  HttpApiOptions api;
+  http::Server server;
+  std::string base;
+  std::function<void(const http::ServerRequest&, http::ServerResponse*)> tamper;
+
+  explicit Served(size_t max_body = 8 << 20, uint64_t max_blob = 256 << 20) {
+    char t[] = "/tmp/gantry-registry-remote2-XXXXXX";
+    EXPECT_NE(::mkdtemp(t), nullptr);
+    root = t;
+    auto meta = OpenSqliteMetadataStore((root / "r.sqlite").string());
+    auto store = storage::OpenObjectStore("file://" + (root / "art").string());
+    EXPECT_TRUE(meta.ok() && store.ok());
+    reg = std::make_unique<Registry>(*std::move(meta), *std::move(store));
+    auto k = security::KeyStore::Open((root / "keys.sqlite").string());
+    EXPECT_TRUE(k.ok());
+    ks = *std::move(k);
+    for (const char* role : {"reader", "writer", "admin"}) {
+      auto c = ks->Create(std::string("k-") + role, role, 0, 1);
+      EXPECT_TRUE(c.ok());
+      keys[role] = c->second;
+    }
+    security::AuditOptions ao;
+    audit_path = ao.path = (root / "audit.log").string();
+    auto a = security::AuditLog::Open(ao);
+    EXPECT_TRUE(a.ok());
+    audit = *std::move(a);
+    api.key_store = ks.get();
+    api.keys = *ks->Snapshot();
+    api.audit = audit.get();
+    api.max_blob_bytes = max_blob;
+    api.spool_dir = (root / "spool").string();
+    AddHttpRoutes(*reg, api, server);
+    // A second route tree that can lie: /evil/api/... is served like /api/...
+    // and then passed through `tamper`.
+    server.Handle("/evil/", [this](const http::ServerRequest& req, http::ServerResponse* resp) {
+      http::ServerRequest r = req;
+      r.path = req.path.substr(5);  // "/evil/api/2.0/..." -> "/api/2.0/..."
+      HandleHttpRequest(*reg, api, r, resp);
+      if (tamper) tamper(r, resp);
+    });
+    http::ServerOptions so;
+    so.max_body_bytes = max_body;
+    EXPECT_TRUE(server.Start(so).ok());
+    base = "http://127.0.0.1:" + std::to_string(server.port());
+  }
+  ~Served() {
+    server.Stop();
+    if (audit) (void)audit->Close();
+    fs::remove_all(root);
+  }
+  RemoteRegistry Client(const std::string& role, bool evil = false) {
+    // The client appends /api/2.0/...; with "/evil" that reaches the tampering route.
+    return RemoteRegistry({.server = evil ? base + "/evil" : base, .credential = keys[role]});
+  }
+};
+
+std::string MakeModel(const fs::path& dir, const std::string& salt) {
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "weights.bin", std::ios::binary) << std::string(100000, 'w') << salt;
+  std::ofstream(dir / "config.json") << R"({"layers": 2})";
+  std::ofstream(dir / "sub/tok.txt") << "hello";
+  return dir.string();
+}
+
+struct KeyPair {
+  security::DsseSigner signer;
+  std::vector<security::DsseVerifier> trusted;
+};
+KeyPair NewKey(security::KeyAlgorithm alg) {
+  auto kp = security::GenerateSigningKey(alg);
+  EXPECT_TRUE(kp.ok());
+  auto s = security::DsseSigner::FromPrivatePem(kp->private_pem);
+  auto v = security::DsseVerifier::FromPublicPem(kp->public_pem);
+  EXPECT_TRUE(s.ok() && v.ok());
+  KeyPair out{*std::move(s), {}};
+  out.trusted.push_back(*std::move(v));
+  return out;
+}
+
+TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys) {
+  Served srv;
+  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
+  RegisterRequest req;
+  req.name = "llama";
+  req.path = MakeModel(srv.root / "m1", "1");
+  ASSERT_TRUE(w.Register(req).ok());
+  req.path = MakeModel(srv.root / "m2", "2");
+  ASSERT_TRUE(w.Register(req).ok());
+  KeyPair release = NewKey(security::KeyAlgorithm::kEd25519);
+  KeyPair other = NewKey(security::KeyAlgorithm::kEcdsaP256);
+
+  // A reader may not sign; a writer signs on the client, the server stores it.
+  EXPECT_EQ(r.Sign("llama/1", release.signer).status().code(), StatusCode::kPermissionDenied);
+  auto kid = w.Sign("llama/1", release.signer);
+  ASSERT_TRUE(kid.ok()) << kid.status().ToString();
+  EXPECT_EQ(*kid, release.signer.KeyId());
+  EXPECT_EQ(srv.reg->meta().Signatures("llama", 1)->count(*kid), 1u);
+  // The server-side registry accepts the client's signature once it trusts the key.
+  ASSERT_TRUE(srv.reg->TrustKey(release.signer.PublicKeyPem(), "release").ok());
+  EXPECT_TRUE(srv.reg->Verify("llama/1", true).ok());
+
+  RemoteDownloadOptions o;
+  o.require_signature = true;
+  o.trusted = &release.trusted;
+  auto rep = r.Download("llama/1", (srv.root / "out1").string(), o);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_TRUE(rep->signed_by_trusted);
+  EXPECT_EQ(rep->verified_keyids, std::vector<std::string>{*kid});
+  EXPECT_EQ(rep->files, 3u);
+  // The written model.sig verifies offline against the same key.
+  auto bundle = Slurp(srv.root / "out1" / "model.sig");
+  auto who = VerifyDirectory((srv.root / "out1").string(), bundle, release.trusted);
+  EXPECT_TRUE(who.ok()) << who.status().ToString();
+
+  // Wrong key: refused with or without --require-signature.
+  o.trusted = &other.trusted;
+  auto wrong = r.Download("llama/1", (srv.root / "out2").string(), o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(wrong.status().message().find("trusted"), std::string::npos)
+      << wrong.status().message();
+  o.require_signature = false;
+  EXPECT_EQ(r.Download("llama/1", (srv.root / "out2").string(), o).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_FALSE(fs::exists(srv.root / "out2"));
+
+  // Unsigned version under a required signature: refused, naming why.
+  o.trusted = &release.trusted;
+  o.require_signature = true;
+  auto unsigned_v = r.Download("llama/2", (srv.root / "out3").string(), o);
+  ASSERT_FALSE(unsigned_v.ok());
+  EXPECT_EQ(unsigned_v.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(unsigned_v.status().message().find("not signed"), std::string::npos)
+      << unsigned_v.status().message();
+  // Required but no local key: refused (the server's keys are not trusted).
+  RemoteDownloadOptions nokeys;
+  nokeys.require_signature = true;
+  auto nk = r.Download("llama/1", (srv.root / "out3").string(), nokeys);
+  EXPECT_EQ(nk.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(nk.status().message().find("--pubkey"), std::string::npos) << nk.status().message();
+  // The server's policy makes the client stricter.
+  o.require_signature = false;
+  EXPECT_TRUE(r.Download("llama/2", (srv.root / "out4").string(), o).ok());
+  ASSERT_TRUE(a.CallGantry("POST", "policy", Json{{"require_signatures", true}}).ok());
+  auto pol = r.CallGantry("GET", "policy");
+  ASSERT_TRUE(pol.ok());
+  EXPECT_EQ((*pol)["require_signatures"], true);
+  auto by_policy = r.Download("llama/2", (srv.root / "out5").string(), o);
+  ASSERT_FALSE(by_policy.ok());
+  EXPECT_NE(by_policy.status().message().find("registry requires signatures"), std::string::npos)
+      << by_policy.status().message();
+
+  // verify --server: checks everything, writes nothing.
+  auto ver = r.Download("llama/1", "", o);
+  ASSERT_TRUE(ver.ok()) << ver.status().ToString();
+  EXPECT_TRUE(ver->signed_by_trusted);
+
+  // A bundle over another manifest is refused by the server.
+  auto v2 = srv.reg->Resolve("llama/2");
+  ASSERT_TRUE(v2.ok());
+  auto text2 = srv.reg->artifacts().Get(ManifestKey(v2->manifest_sha256));
+  ASSERT_TRUE(text2.ok());
+  auto env = security::SignDsse(kInTotoPayloadType, *text2, release.signer);
+  ASSERT_TRUE(env.ok());
+  auto misplaced = w.CallGantry("POST", "signatures",
+                                Json{{"name", "llama"},
+                                     {"version", "1"},
+                                     {"bundle", BundleJson(*env, release.signer.KeyId()).dump()}});
+  ASSERT_FALSE(misplaced.ok());
+  EXPECT_EQ(misplaced.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(misplaced.status().message().find("not the stored manifest"), std::string::npos)
+      << misplaced.status().message();
+
+  // A tampered blob is caught even though the signature is fine.
+  auto v1 = srv.reg->Resolve("llama/1");
+  ASSERT_TRUE(v1.ok());
+  std::string tok_sha;
+  for (const auto& f : v1->files)
+    if (f.path == "sub/tok.txt") tok_sha = f.sha256;
+  ASSERT_TRUE(srv.reg->artifacts()
+                  .Put(BlobKey(tok_sha),
+                       std::span<const std::byte>(reinterpret_cast<const std::byte*>("HELLO"), 5))
+                  .ok());
+  auto bad = r.Download("llama/1", (srv.root / "out6").string(), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("file sub/tok.txt of llama/1 was modified"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(fs::exists(srv.root / "out6"));
+}
+
+TEST(RegistryHttpIntegration, CompromisedServerAnswersAreRefused) {
+  Served srv;
+  RemoteRegistry w = srv.Client("writer");
+  RegisterRequest req;
+  req.name = "bert";
+  req.path = MakeModel(srv.root / "m1", "1");
+  ASSERT_TRUE(w.Register(req).ok());
+  req.path = MakeModel(srv.root / "m2", "2");
+  ASSERT_TRUE(w.Register(req).ok());
+  KeyPair release = NewKey(security::KeyAlgorithm::kEd25519);
+  ASSERT_TRUE(w.Sign("bert/1", release.signer).ok());
+  RemoteRegistry evil = srv.Client("reader", /*evil=*/true);
+  RemoteDownloadOptions o;
+  o.require_signature = true;
+  o.trusted = &release.trusted;
+  ASSERT_TRUE(evil.Download("bert/1", "", o).ok());  // no tampering yet
+
+  auto rewrite = [&](const std::string& endpoint, std::function<void(Json&)> edit) {
+    srv.tamper = [endpoint, edit](const http::ServerRequest& hreq, http::ServerResponse* resp) {
+      if (hreq.path.ends_with(endpoint)) {
+        Json j = Json::parse(resp->body);
+        edit(j);
+        resp->body = j.dump();
+      }
+    };
+  };
+  // Version 2 served with version 1's (valid) signature: payload differs.
+  auto sig1 = srv.reg->meta().Signatures("bert", 1);
+  ASSERT_TRUE(sig1.ok());
+  rewrite("signatures", [&](Json& j) {
+    j["signatures"] =
+        Json::array({{{"keyid", sig1->begin()->first}, {"bundle", sig1->begin()->second}}});
+  });
+  auto swapped = evil.Download("bert/2", "", o);
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_EQ(swapped.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(swapped.status().message().find("weights.bin"), std::string::npos)
+      << swapped.status().message();
+  // An extra file listed that the manifest does not have.
+  rewrite("model-versions/get", [](Json& j) {
+    j["model_version"]["files"].push_back(
+        {{"path", "evil.py"}, {"sha256", std::string(64, 'e')}, {"size", 1}});
+  });
+  auto extra = evil.Download("bert/1", (srv.root / "o1").string(), o);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(extra.status().message().find("evil.py"), std::string::npos)
+      << extra.status().message();
+  // A file left out of the list.
+  rewrite("model-versions/get", [](Json& j) { j["model_version"]["files"].erase(0); });
+  auto missing = evil.Download("bert/1", (srv.root / "o1").string(), o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(missing.status().message().find("config.json"), std::string::npos)
+      << missing.status().message();
+  // The signature dropped: unsigned under a required signature.
+  rewrite("signatures", [](Json& j) { j["signatures"] = Json::array(); });
+  auto dropped = evil.Download("bert/1", (srv.root / "o1").string(), o);
+  EXPECT_EQ(dropped.status().code(), StatusCode::kPermissionDenied);
+  // A different blob body served for a file.
+  srv.tamper = [](const http::ServerRequest& hreq, http::ServerResponse* resp) {
+    if (hreq.path.find("/blobs/") != std::string::npos && resp->body == "hello") {
+      resp->body = "jello";
+    }
+  };
+  auto swapped_blob = evil.Download("bert/1", (srv.root / "o1").string(), o);
+  EXPECT_EQ(swapped_blob.status().code(), StatusCode::kDataLoss);
+  EXPECT_FALSE(fs::exists(srv.root / "o1"));
+}
+
+TEST(RegistryHttpIntegration, RemoteDeleteSearchTrustAndPolicy) {
+  Served srv;
+  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
+  RegisterRequest req;
+  req.name = "gpt";
+  req.path = MakeModel(srv.root / "m1", "1");
+  req.lineage.run_id = "run-a";
+  ASSERT_TRUE(w.Register(req).ok());  // gpt/1
+  req.lineage.run_id = "run-b";
+  req.tags["stage"] = "qa";
+  ASSERT_TRUE(w.Register(req).ok());  // gpt/2, same bytes as 1
+  req.path = MakeModel(srv.root / "m3", "3");
+  ASSERT_TRUE(w.Register(req).ok());  // gpt/3
+  ASSERT_TRUE(w.Call("POST", "registered-models/alias",
+                     Json{{"name", "gpt"}, {"alias", "prod"}, {"version", "3"}})
+                  .ok());
+
+  // Search with lineage filters.
+  auto s = r.Call("GET", "model-versions/search?run_id=run-b&tag=stage%3Dqa");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<std::string> got;
+  for (const auto& v : (*s)["model_versions"]) got.push_back(v["version"].get<std::string>());
+  EXPECT_EQ(got, (std::vector<std::string>{"3", "2"}));
+
+  // Trusted keys: readers list, admins change.
+  KeyPair k = NewKey(security::KeyAlgorithm::kEd25519);
+  auto add_w = w.CallGantry("POST", "trusted-keys", Json{{"public_pem", k.signer.PublicKeyPem()}});
+  EXPECT_EQ(add_w.status().code(), StatusCode::kPermissionDenied);
+  ASSERT_TRUE(
+      a.CallGantry("POST", "trusted-keys", Json{{"public_pem", k.signer.PublicKeyPem()}}).ok());
+  auto keys = r.CallGantry("GET", "trusted-keys");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  ASSERT_EQ((*keys)["trusted_keys"].size(), 1u);
+  EXPECT_EQ((*keys)["trusted_keys"][0]["keyid"], k.signer.KeyId());
+
+  // Delete is admin-only.
+  auto del_w = w.Call("DELETE", "model-versions/delete?name=gpt&version=3");
+  EXPECT_EQ(del_w.status().code(), StatusCode::kPermissionDenied);
+  auto v3 = srv.reg->Resolve("gpt/3");
+  ASSERT_TRUE(v3.ok());
+  auto d3 = a.Call("DELETE", "model-versions/delete", Json{{"name", "gpt"}, {"version", "3"}});
+  ASSERT_TRUE(d3.ok()) << d3.status().ToString();
+  EXPECT_EQ((*d3)["deleted"]["aliases_removed"], Json::array({"prod"}));
+  EXPECT_EQ((*d3)["deleted"]["blobs_removed"], 1);  // weights.bin of v3; the rest is shared
+  EXPECT_EQ(srv.reg->Resolve("gpt@prod").status().code(), StatusCode::kNotFound);
+  for (const auto& f : v3->files) {
+    bool shared = f.path != "weights.bin";
+    EXPECT_EQ(srv.reg->artifacts().Stat(BlobKey(f.sha256)).ok(), shared) << f.path;
+  }
+  EXPECT_EQ(a.Call("DELETE", "model-versions/delete?name=gpt&version=3").status().code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(r.Download("gpt/2", "", RemoteDownloadOptions{}).ok());
+  auto v4 = w.Register(req);
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ((*v4)["version"], "4");  // 3 is never reused
+  auto dm = a.Call("DELETE", "registered-models/delete", Json{{"name", "gpt"}});
+  ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+  EXPECT_EQ((*dm)["deleted"]["versions"], Json::array({"1", "2", "4"}));
+  EXPECT_EQ(r.Call("GET", "registered-models/get?name=gpt").status().code(), StatusCode::kNotFound);
+
+  srv.server.Stop();
+  ASSERT_TRUE(srv.audit->Close().ok());
+  auto vr = security::VerifyAuditLog(srv.audit_path, "");
+  ASSERT_TRUE(vr.ok());
+  EXPECT_TRUE(vr->ok) << vr->reason;
+  std::string log = Slurp(srv.audit_path);
+  EXPECT_NE(log.find("\"action\":\"delete_version\""), std::string::npos);
+  EXPECT_NE(log.find("\"action\":\"delete_model\""), std::string::npos);
+  EXPECT_NE(log.find("\"action\":\"trust_key\""), std::string::npos);
+}
+
+// Blob uploads stream to a spool file: a file far larger than the server's
+// buffered-body limit is accepted, the size bound is a clear 413 sent before
+// the body is read, credentials are checked first, and no spool file stays.
+TEST(RegistryHttpIntegration, BlobUploadsAreStreamedAndBounded) {
+  Served srv(/*max_body=*/64 << 10, /*max_blob=*/4 << 20);
+  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  fs::create_directories(srv.root / "m");
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 11);
+  { std::ofstream(srv.root / "m/weights.bin", std::ios::binary) << big; }
+  RegisterRequest req;
+  req.name = "big";
+  req.path = (srv.root / "m").string();
+  auto v = w.Register(req);  // 3 MiB through a 64 KiB buffered-body limit
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_TRUE(srv.reg->Verify("big/1").ok());
+  auto rep = r.Download("big/1", (srv.root / "out").string(), false);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(Slurp(srv.root / "out/weights.bin"), big);
+
+  // Over max_blob_bytes: 413 naming the limit, nothing stored.
+  std::string huge(5 << 20, 'h');
+  { std::ofstream(srv.root / "m/weights.bin", std::ios::binary) << huge; }
+  auto too_big = w.Register(req);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted) << too_big.status().ToString();
+  EXPECT_NE(too_big.status().message().find("HTTP 413"), std::string::npos);
+  EXPECT_NE(too_big.status().message().find("--max-upload-mb"), std::string::npos)
+      << too_big.status().message();
+  std::string huge_sha = security::Sha256Hex(huge);
+  EXPECT_FALSE(srv.reg->artifacts().Stat(BlobKey(huge_sha)).ok());
+
+  // No credential or the wrong role: refused from the head.
+  auto put = [&](const std::string& cred, const std::string& sha, const std::string& body) {
+    http::Request q;
+    q.method = "PUT";
+    q.url = srv.base + "/api/2.0/gantry/blobs/sha256/" + sha;
+    q.deadline = std::chrono::seconds(30);
+    q.body = body;
+    if (!cred.empty()) q.headers.push_back({"Authorization", "Bearer " + cred});
+    return http::Send(q);
+  };
+  std::string small = "small blob";
+  auto anon = put("", security::Sha256Hex(small), small);
+  ASSERT_TRUE(anon.ok());
+  EXPECT_EQ(anon->status, 401);
+  auto reader = put(srv.keys["reader"], security::Sha256Hex(small), small);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->status, 403);
+  EXPECT_NE(reader->body.find("writer"), std::string::npos) << reader->body;
+  // A body that does not hash to the digest in the path is not stored.
+  auto wrong = put(srv.keys["writer"], std::string(64, 'a'), small);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 400);
+  EXPECT_NE(wrong->body.find(security::Sha256Hex(small)), std::string::npos) << wrong->body;
+  EXPECT_FALSE(srv.reg->artifacts().Stat(BlobKey(std::string(64, 'a'))).ok());
+  auto ok = put(srv.keys["writer"], security::Sha256Hex(small), small);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 201);
+  auto again = put(srv.keys["writer"], security::Sha256Hex(small), small);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 200);  // idempotent
+  EXPECT_EQ(*srv.reg->artifacts().Get(BlobKey(security::Sha256Hex(small))), small);
+  // Spool files are removed when each request ends.
+  size_t left = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(srv.root / "spool")) ++left;
+  EXPECT_EQ(left, 0u);
 }
 
 }  // namespace

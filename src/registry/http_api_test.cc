@@ -276,5 +276,69 @@ TEST_F(HttpApiTest, UploadThenCreateVersionAndAliasCas) {
   EXPECT_EQ(all.find(w.substr(20)), std::string::npos);  // no secret in the log
 }
 
+// Reads of signatures, policy and trusted keys are reader-level; deleting
+// is admin-only and takes MLflow's JSON body or query parameters.
+TEST_F(HttpApiTest, SignatureReadsAndAdminOnlyDeletes) {
+  RegisterRequest req;
+  req.name = "bert";
+  req.path = (root_ / "m").string();
+  ASSERT_TRUE(reg_->Register(req).ok());  // bert/2, same bytes as bert/1
+  auto kp = security::GenerateSigningKey(security::KeyAlgorithm::kEd25519);
+  ASSERT_TRUE(kp.ok());
+  auto signer = security::DsseSigner::FromPrivatePem(kp->private_pem);
+  ASSERT_TRUE(signer.ok());
+  ASSERT_TRUE(reg_->Sign("bert/1", *signer).ok());
+
+  std::string rk = keys_["reader"];
+  auto r = Call("GET", "/api/2.0/gantry/signatures?name=bert&version=1", "", rk);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(J(r)["signatures"].size(), 1u);
+  EXPECT_EQ(J(r)["signatures"][0]["keyid"], signer->KeyId());
+  EXPECT_TRUE(ParseBundle(J(r)["signatures"][0]["bundle"].get<std::string>()).ok());
+  r = Call("GET", "/api/2.0/gantry/signatures?name=bert&version=champion", "", rk);
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = Call("GET", "/api/2.0/gantry/policy", "", rk);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(J(r)["require_signatures"], false);
+  r = Call("GET", "/api/2.0/gantry/trusted-keys", "", rk);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(J(r)["trusted_keys"].empty());
+
+  for (const char* role : {"reader", "writer", "bogus"}) {
+    r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete?name=bert&version=2", "",
+             keys_[role]);
+    EXPECT_EQ(r.status, 403) << role;
+    EXPECT_EQ(J(r)["required_role"], "admin");
+  }
+  std::string ak = keys_["admin"];
+  r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert"})", ak);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(J(r)["message"].get<std::string>().find("version"), std::string::npos);
+  r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"0"})",
+           ak);
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = Call("POST", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
+           ak);
+  EXPECT_EQ(r.status, 405) << r.body;
+  r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
+           ak);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(J(r)["deleted"]["versions"], Json::array({"2"}));
+  EXPECT_EQ(J(r)["deleted"]["blobs_removed"], 0);  // bert/1 has the same bytes
+  EXPECT_TRUE(reg_->Verify("bert/1").ok());
+  r = Call("DELETE", "/api/2.0/mlflow/registered-models/delete?name=bert", "", ak);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(J(r)["deleted"]["aliases_removed"], Json::array({"champion"}));
+  EXPECT_EQ(J(r)["deleted"]["blobs_removed"], 1);
+  r = Call("DELETE", "/api/2.0/mlflow/registered-models/delete?name=bert", "", ak);
+  EXPECT_EQ(r.status, 404);
+  ASSERT_TRUE(audit_->Close().ok());
+  std::ifstream in(root_ / "audit.log");
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("\"action\":\"delete_model\""), std::string::npos);
+  EXPECT_NE(log.find("api_key:" + key_ids_["admin"]), std::string::npos);
+  audit_.reset();
+}
+
 }  // namespace
 }  // namespace gantry::registry

@@ -68,7 +68,19 @@ CREATE TABLE IF NOT EXISTS trusted_keys (
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS versions_run ON versions (run_id);
 CREATE INDEX IF NOT EXISTS datasets_digest ON version_datasets (digest);
+CREATE INDEX IF NOT EXISTS files_sha256 ON version_files (sha256);
+CREATE INDEX IF NOT EXISTS versions_manifest ON versions (manifest_sha256);
 )sql";
+
+// settings key remembering a deleted model's version counter (see
+// MetadataStore::DeleteModel).
+std::string NextVersionKey(std::string_view name) {
+  return "model_next_version:" + std::string(name);
+}
+
+// Per-version rows, children first (the versions row last).
+constexpr const char* kVersionTables[] = {"version_files", "version_datasets", "tags",
+                                          "aliases",       "signatures",       "versions"};
 
 using Arg = std::variant<int64_t, std::string>;
 
@@ -147,8 +159,9 @@ class PostgresStore final : public MetadataStore {
     return Tx(false, [&]() -> Status {
       return Exec(
                  "INSERT INTO models (name, description, created, updated, next_version) "
-                 "VALUES ($1, $2, $3, $4, 1) ON CONFLICT (name) DO NOTHING",
-                 {std::string(name), std::string(description), now, now})
+                 "VALUES ($1, $2, $3, $4, COALESCE((SELECT CAST(value AS BIGINT) FROM settings "
+                 "WHERE key = $5), 1)) ON CONFLICT (name) DO NOTHING",
+                 {std::string(name), std::string(description), now, now, NextVersionKey(name)})
           .status();
     });
   }
@@ -465,6 +478,71 @@ class PostgresStore final : public MetadataStore {
     });
     if (!tx.ok()) return tx;
     return out;
+  }
+
+  Result<ModelVersion> DeleteVersion(std::string_view name, int64_t version, int64_t now) override {
+    if (version < 1) return InvalidArgument("version must be >= 1");
+    std::lock_guard lock(mu_);
+    ModelVersion v;
+    Status tx = Tx(false, [&]() -> Status {
+      // The model's row lock orders this against alias moves and registers.
+      RETURN_IF_ERROR(LockModel(name));
+      ASSIGN_OR_RETURN(v, GetVersionLocked(name, version));
+      for (const char* table : kVersionTables) {
+        std::string sql =
+            std::string("DELETE FROM ") + table + " WHERE model = $1 AND version = $2";
+        RETURN_IF_ERROR(Exec(sql.c_str(), {std::string(name), version}).status());
+      }
+      return Exec("UPDATE models SET updated = $1 WHERE name = $2", {now, std::string(name)})
+          .status();
+    });
+    if (!tx.ok()) return tx;
+    return v;
+  }
+
+  Result<std::vector<ModelVersion>> DeleteModel(std::string_view name) override {
+    std::lock_guard lock(mu_);
+    std::vector<ModelVersion> out;
+    Status tx = Tx(false, [&]() -> Status {
+      ASSIGN_OR_RETURN(auto next, Ints("SELECT next_version FROM models WHERE name = $1 FOR UPDATE",
+                                       {std::string(name)}));
+      if (next.empty()) {
+        return NotFound("no registered model named '" + std::string(name) +
+                        "'; see `gantry registry list`");
+      }
+      ASSIGN_OR_RETURN(auto ids,
+                       Ints("SELECT version FROM versions WHERE model = $1 ORDER BY version",
+                            {std::string(name)}));
+      for (int64_t id : ids) {
+        ASSIGN_OR_RETURN(auto v, GetVersionLocked(name, id));
+        out.push_back(std::move(v));
+      }
+      for (const char* table : kVersionTables) {
+        std::string sql = std::string("DELETE FROM ") + table + " WHERE model = $1";
+        RETURN_IF_ERROR(Exec(sql.c_str(), {std::string(name)}).status());
+      }
+      RETURN_IF_ERROR(Exec("DELETE FROM models WHERE name = $1", {std::string(name)}).status());
+      return Exec(
+                 "INSERT INTO settings (key, value) VALUES ($1, $2) "
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 {NextVersionKey(name), std::to_string(next[0])})
+          .status();
+    });
+    if (!tx.ok()) return tx;
+    return out;
+  }
+
+  Result<bool> DigestReferenced(std::string_view sha256) override {
+    std::lock_guard lock(mu_);
+    std::vector<int64_t> n;
+    Status tx = Tx(true, [&]() -> Status {
+      ASSIGN_OR_RETURN(n, Ints("SELECT (SELECT COUNT(*) FROM version_files WHERE sha256 = $1) + "
+                               "(SELECT COUNT(*) FROM versions WHERE manifest_sha256 = $1)",
+                               {std::string(sha256)}));
+      return Status::Ok();
+    });
+    if (!tx.ok()) return tx;
+    return !n.empty() && n[0] > 0;
   }
 
  private:

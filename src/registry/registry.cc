@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <set>
 
 #include "gantry/ckpt/manager.h"
 #include "gantry/security/crypto.h"
@@ -362,27 +363,20 @@ Result<std::string> Registry::Sign(std::string_view ref, const security::DsseSig
   return signer.KeyId();
 }
 
-Result<VerifyReport> Registry::CheckSignatures(const ModelVersion& v,
-                                               const std::string& manifest_text, bool require) {
-  ASSIGN_OR_RETURN(bool policy, SignaturesRequired());
-  require = require || policy;
+Result<VerifyReport> CheckSignatureBundles(std::string_view label,
+                                           const std::map<std::string, std::string>& sigs,
+                                           std::string_view manifest_text,
+                                           const std::vector<security::DsseVerifier>& trusted,
+                                           bool require, std::string_view required_by) {
   VerifyReport rep;
-  rep.model = v.model;
-  rep.version = v.version;
-  rep.files = v.files.size();
-  rep.bytes = v.total_bytes;
-  ASSIGN_OR_RETURN(auto sigs, meta_->Signatures(v.model, v.version));
-  std::string label = v.model + "/" + std::to_string(v.version);
+  std::string name(label);
   if (sigs.empty()) {
     if (require) {
-      return PermissionDenied(label +
-                              " is not signed and the registry requires signatures; sign "
-                              "it with `gantry registry sign " +
-                              label + " --key KEY.pem`");
+      return PermissionDenied(name + " is not signed and " + std::string(required_by) +
+                              "; sign it with `gantry registry sign " + name + " --key KEY.pem`");
     }
     return rep;
   }
-  ASSIGN_OR_RETURN(auto trusted, TrustedVerifiers());
   std::vector<std::string> problems;
   for (const auto& [keyid, bundle] : sigs) {
     auto env = ParseBundle(bundle);
@@ -415,16 +409,145 @@ Result<VerifyReport> Registry::CheckSignatures(const ModelVersion& v,
   }
   rep.signed_by_trusted = !rep.verified_keyids.empty();
   if (!rep.signed_by_trusted && require) {
-    std::string msg = label + " has no valid signature by a trusted key: ";
+    std::string msg = name + " has no valid signature by a trusted key: ";
     for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
     return PermissionDenied(msg);
   }
   if (!rep.signed_by_trusted && !problems.empty() && !trusted.empty()) {
     // A bad signature is never silently ignored, policy or not.
-    std::string msg = label + ": ";
+    std::string msg = name + ": ";
     for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
     return PermissionDenied(msg);
   }
+  return rep;
+}
+
+Result<VerifyReport> Registry::CheckSignatures(const ModelVersion& v,
+                                               const std::string& manifest_text, bool require) {
+  ASSIGN_OR_RETURN(bool policy, SignaturesRequired());
+  ASSIGN_OR_RETURN(auto sigs, meta_->Signatures(v.model, v.version));
+  std::vector<security::DsseVerifier> trusted;
+  if (!sigs.empty()) {
+    ASSIGN_OR_RETURN(trusted, TrustedVerifiers());
+  }
+  ASSIGN_OR_RETURN(
+      VerifyReport rep,
+      CheckSignatureBundles(v.model + "/" + std::to_string(v.version), sigs, manifest_text, trusted,
+                            require || policy,
+                            policy ? "the registry requires signatures"
+                                   : "a signature was required (--require-signature)"));
+  rep.model = v.model;
+  rep.version = v.version;
+  rep.files = v.files.size();
+  rep.bytes = v.total_bytes;
+  return rep;
+}
+
+Result<std::string> Registry::AddSignatureBundle(std::string_view ref, std::string_view bundle) {
+  ASSIGN_OR_RETURN(ModelVersion v, Resolve(ref));
+  ASSIGN_OR_RETURN(std::string text, LoadManifestText(v));
+  std::string label = v.model + "/" + std::to_string(v.version);
+  ASSIGN_OR_RETURN(auto env, ParseBundle(bundle));
+  if (env.payload_type != kInTotoPayloadType) {
+    return InvalidArgument("signature payloadType '" + env.payload_type + "' is not " +
+                           std::string(kInTotoPayloadType));
+  }
+  if (env.signatures.empty() || env.signatures[0].keyid.empty()) {
+    return InvalidArgument("signature bundle for " + label + " has no signature with a keyid");
+  }
+  if (env.payload != text) {
+    return InvalidArgument("signature payload is not the stored manifest of " + label +
+                           " (sha256 " + v.manifest_sha256 +
+                           "); sign the manifest the server serves for this version");
+  }
+  std::string keyid = env.signatures[0].keyid;
+  ASSIGN_OR_RETURN(auto trusted, TrustedVerifiers());
+  bool by_trusted =
+      std::any_of(trusted.begin(), trusted.end(),
+                  [&](const security::DsseVerifier& t) { return t.KeyId() == keyid; });
+  if (by_trusted) {
+    // A signature claiming a trusted key must verify now rather than be
+    // stored and refused at every later download.
+    auto ok = security::VerifyDsse(env, trusted);
+    if (!ok.ok()) {
+      return InvalidArgument("signature of " + label + " by trusted key " + keyid +
+                             " does not verify: " + ok.status().message());
+    }
+  }
+  RETURN_IF_ERROR(meta_->AddSignature(v.model, v.version, keyid, bundle, Now()));
+  RETURN_IF_ERROR(Audit({{"action", "sign"},
+                         {"model", v.model},
+                         {"version", v.version},
+                         {"keyid", keyid},
+                         {"trusted", by_trusted},
+                         {"manifest_sha256", v.manifest_sha256}}));
+  return keyid;
+}
+
+void Registry::CollectGarbage(const std::vector<ModelVersion>& gone, DeleteReport* rep) {
+  std::set<std::string> blobs, manifests;
+  for (const auto& v : gone) {
+    manifests.insert(v.manifest_sha256);
+    for (const auto& f : v.files) blobs.insert(f.sha256);
+  }
+  // A digest still listed by any remaining version (of any model) stays.
+  auto sweep = [&](const std::set<std::string>& digests, bool blob, size_t* removed) {
+    for (const auto& sha : digests) {
+      auto used = meta_->DigestReferenced(sha);
+      if (!used.ok()) {
+        rep->gc_errors.push_back(sha + ": " + used.status().message());
+        continue;
+      }
+      if (*used) continue;
+      Status s = artifacts_->Delete(blob ? BlobKey(sha) : ManifestKey(sha));
+      if (s.ok()) {
+        ++*removed;
+      } else if (s.code() != StatusCode::kNotFound) {
+        rep->gc_errors.push_back(std::string(blob ? "blob " : "manifest ") + sha + ": " +
+                                 s.message());
+      }
+    }
+  };
+  sweep(blobs, true, &rep->blobs_removed);
+  sweep(manifests, false, &rep->manifests_removed);
+}
+
+Result<DeleteReport> Registry::DeleteVersion(std::string_view name, int64_t version) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  if (version < 1) {
+    return InvalidArgument("version " + std::to_string(version) + " of '" + std::string(name) +
+                           "' is not a positive integer");
+  }
+  ASSIGN_OR_RETURN(ModelVersion v, meta_->DeleteVersion(name, version, Now()));
+  DeleteReport rep;
+  rep.model = v.model;
+  rep.versions = {v.version};
+  rep.aliases_removed = v.aliases;
+  CollectGarbage({v}, &rep);
+  RETURN_IF_ERROR(Audit({{"action", "delete_version"},
+                         {"model", v.model},
+                         {"version", v.version},
+                         {"manifest_sha256", v.manifest_sha256},
+                         {"aliases_removed", rep.aliases_removed},
+                         {"blobs_removed", rep.blobs_removed}}));
+  return rep;
+}
+
+Result<DeleteReport> Registry::DeleteModel(std::string_view name) {
+  RETURN_IF_ERROR(ValidateModelName(name));
+  ASSIGN_OR_RETURN(std::vector<ModelVersion> gone, meta_->DeleteModel(name));
+  DeleteReport rep;
+  rep.model = std::string(name);
+  for (const auto& v : gone) {
+    rep.versions.push_back(v.version);
+    for (const auto& a : v.aliases) rep.aliases_removed.push_back(a);
+  }
+  CollectGarbage(gone, &rep);
+  RETURN_IF_ERROR(Audit({{"action", "delete_model"},
+                         {"model", name},
+                         {"versions", rep.versions},
+                         {"aliases_removed", rep.aliases_removed},
+                         {"blobs_removed", rep.blobs_removed}}));
   return rep;
 }
 

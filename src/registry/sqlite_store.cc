@@ -48,7 +48,19 @@ CREATE TABLE IF NOT EXISTS trusted_keys (
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS versions_run ON versions (run_id);
 CREATE INDEX IF NOT EXISTS datasets_digest ON version_datasets (digest);
+CREATE INDEX IF NOT EXISTS files_sha256 ON version_files (sha256);
+CREATE INDEX IF NOT EXISTS versions_manifest ON versions (manifest_sha256);
 )sql";
+
+// settings key remembering a deleted model's version counter, so a model
+// re-created under that name never hands out a deleted number again.
+std::string NextVersionKey(std::string_view name) {
+  return "model_next_version:" + std::string(name);
+}
+
+// Per-version rows, children first (the versions row last).
+constexpr const char* kVersionTables[] = {"version_files", "version_datasets", "tags",
+                                          "aliases",       "signatures",       "versions"};
 
 using Arg = std::variant<int64_t, std::string>;
 
@@ -98,8 +110,9 @@ class SqliteStore final : public MetadataStore {
     std::lock_guard lock(mu_);
     return Exec(
         "INSERT INTO models (name, description, created, updated, next_version) "
-        "VALUES (?, ?, ?, ?, 1) ON CONFLICT (name) DO NOTHING",
-        {std::string(name), std::string(description), now, now});
+        "VALUES (?, ?, ?, ?, COALESCE((SELECT CAST(value AS INTEGER) FROM settings "
+        "WHERE key = ?), 1)) ON CONFLICT (name) DO NOTHING",
+        {std::string(name), std::string(description), now, now, NextVersionKey(name)});
   }
 
   Result<RegisteredModel> GetModel(std::string_view name) override {
@@ -382,6 +395,63 @@ class SqliteStore final : public MetadataStore {
       out.push_back(std::move(mv));
     }
     return out;
+  }
+
+  Result<ModelVersion> DeleteVersion(std::string_view name, int64_t version, int64_t now) override {
+    if (version < 1) return InvalidArgument("version must be >= 1");
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(ExecRaw("BEGIN IMMEDIATE"));
+    ModelVersion v;
+    Status s = [&]() -> Status {
+      ASSIGN_OR_RETURN(v, GetVersionLocked(name, version));
+      for (const char* table : kVersionTables) {
+        std::string sql = std::string("DELETE FROM ") + table + " WHERE model = ? AND version = ?";
+        RETURN_IF_ERROR(Exec(sql.c_str(), {std::string(name), version}));
+      }
+      return Exec("UPDATE models SET updated = ? WHERE name = ?", {now, std::string(name)});
+    }();
+    RETURN_IF_ERROR(Finish(std::move(s)));
+    return v;
+  }
+
+  Result<std::vector<ModelVersion>> DeleteModel(std::string_view name) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(ExecRaw("BEGIN IMMEDIATE"));
+    std::vector<ModelVersion> out;
+    Status s = [&]() -> Status {
+      ASSIGN_OR_RETURN(auto next,
+                       Ints("SELECT next_version FROM models WHERE name = ?", {std::string(name)}));
+      if (next.empty()) {
+        return NotFound("no registered model named '" + std::string(name) +
+                        "'; see `gantry registry list`");
+      }
+      ASSIGN_OR_RETURN(auto ids, Ints("SELECT version FROM versions WHERE model = ? ORDER BY "
+                                      "version",
+                                      {std::string(name)}));
+      for (int64_t id : ids) {
+        ASSIGN_OR_RETURN(auto v, GetVersionLocked(name, id));
+        out.push_back(std::move(v));
+      }
+      for (const char* table : kVersionTables) {
+        std::string sql = std::string("DELETE FROM ") + table + " WHERE model = ?";
+        RETURN_IF_ERROR(Exec(sql.c_str(), {std::string(name)}));
+      }
+      RETURN_IF_ERROR(Exec("DELETE FROM models WHERE name = ?", {std::string(name)}));
+      return Exec(
+          "INSERT INTO settings (key, value) VALUES (?, ?) "
+          "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+          {NextVersionKey(name), std::to_string(next[0])});
+    }();
+    RETURN_IF_ERROR(Finish(std::move(s)));
+    return out;
+  }
+
+  Result<bool> DigestReferenced(std::string_view sha256) override {
+    std::lock_guard lock(mu_);
+    ASSIGN_OR_RETURN(auto n, Ints("SELECT (SELECT COUNT(*) FROM version_files WHERE sha256 = ?) + "
+                                  "(SELECT COUNT(*) FROM versions WHERE manifest_sha256 = ?)",
+                                  {std::string(sha256), std::string(sha256)}));
+    return !n.empty() && n[0] > 0;
   }
 
  private:

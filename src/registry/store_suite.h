@@ -367,6 +367,77 @@ TEST_P(StoreSuite, ConcurrentRegistersGetDistinctVersions) {
   for (const auto& v : *all) EXPECT_EQ(v.files.size(), 2u) << v.version;
 }
 
+TEST_P(StoreSuite, DeleteVersionRemovesItsRowsAndAliasesAndNeverReusesTheNumber) {
+  MustInsert(*store_, "m", "1");
+  MustInsert(*store_, "m", "2");
+  MustInsert(*store_, "m", "3");
+  ASSERT_TRUE(store_->SetAlias("m", "prod", 3, 0, 5).ok());
+  ASSERT_TRUE(store_->SetAlias("m", "canary", 3, 0, 5).ok());
+  ASSERT_TRUE(store_->SetAlias("m", "old", 1, 0, 5).ok());
+  ASSERT_TRUE(store_->SetTag("m", 0, "team", "nlp", false, 5).ok());
+  ASSERT_TRUE(store_->AddSignature("m", 3, "k", "bundle", 5).ok());
+  EXPECT_EQ(store_->DeleteVersion("m", 9, 6).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteVersion("zz", 1, 6).status().code(), StatusCode::kNotFound);
+
+  auto gone = store_->DeleteVersion("m", 3, 7);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(gone->version, 3);
+  EXPECT_EQ(gone->aliases, (std::vector<std::string>{"canary", "prod"}));
+  EXPECT_EQ(gone->files.size(), 2u);
+  EXPECT_EQ(store_->GetVersion("m", 3).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ResolveAlias("m", "prod").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*store_->ResolveAlias("m", "old"), 1);  // other versions' aliases stay
+  EXPECT_TRUE(store_->Signatures("m", 3)->empty());
+  auto m = store_->GetModel("m");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->latest_version, 2);
+  EXPECT_EQ(m->tags.at("team"), "nlp");  // model tags are not version rows
+  EXPECT_EQ(m->updated_unix, 7);
+  EXPECT_EQ(store_->ListVersions("m")->size(), 2u);
+  // The next register gets 4, not 3 again.
+  EXPECT_EQ(MustInsert(*store_, "m", "4"), 4);
+  // The files of versions 1, 2 and 4 are the same content: still referenced.
+  EXPECT_TRUE(*store_->DigestReferenced(std::string(64, 'c')));
+  EXPECT_TRUE(*store_->DigestReferenced(std::string(64, 'a')));  // manifest digest
+  EXPECT_FALSE(*store_->DigestReferenced(std::string(64, 'e')));
+  // Search no longer finds the deleted version.
+  SearchQuery q;
+  q.run_id = "run-3";
+  EXPECT_TRUE(store_->Search(q)->empty());
+}
+
+TEST_P(StoreSuite, DeleteModelRemovesEverythingAndRecreatingContinuesNumbering) {
+  MustInsert(*store_, "m", "1");
+  MustInsert(*store_, "m", "2");
+  MustInsert(*store_, "keep", "k");
+  ASSERT_TRUE(store_->SetAlias("m", "prod", 2, 0, 5).ok());
+  ASSERT_TRUE(store_->SetTag("m", 0, "team", "nlp", false, 5).ok());
+  ASSERT_TRUE(store_->SetTag("m", 1, "stage", "qa", false, 5).ok());
+  EXPECT_EQ(store_->DeleteModel("nope").status().code(), StatusCode::kNotFound);
+  auto gone = store_->DeleteModel("m");
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  ASSERT_EQ(gone->size(), 2u);
+  EXPECT_EQ((*gone)[1].aliases, std::vector<std::string>{"prod"});
+  EXPECT_EQ(store_->GetModel("m").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetVersion("m", 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ResolveAlias("m", "prod").status().code(), StatusCode::kNotFound);
+  auto models = store_->ListModels();
+  ASSERT_TRUE(models.ok());
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_EQ((*models)[0].name, "keep");
+  // "keep" still uses the same file digests.
+  EXPECT_TRUE(*store_->DigestReferenced(std::string(64, 'd')));
+  // Re-created: no stale tags or aliases, numbering continues after 2.
+  EXPECT_EQ(MustInsert(*store_, "m", "3"), 3);
+  auto again = store_->GetModel("m");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->tags.empty());
+  EXPECT_TRUE(again->aliases.empty());
+  EXPECT_TRUE(store_->GetVersion("m", 3)->tags.count("stage") == 0);
+  ASSERT_TRUE(store_->DeleteModel("keep").ok());
+  EXPECT_FALSE(*store_->DigestReferenced(std::string(64, 'e')));
+}
+
 // The store under a Registry: register, alias, export with verification.
 TEST_P(StoreSuite, RegistryEndToEnd) {
   namespace fs = std::filesystem;
@@ -398,6 +469,38 @@ TEST_P(StoreSuite, RegistryEndToEnd) {
   EXPECT_EQ(rep->files, 2u);
   EXPECT_TRUE(fs::exists(root_ / "out" / "weights" / "model.safetensors"));
   EXPECT_TRUE(reg.Verify("m/1").ok());
+
+  // Delete: v2 shares every byte with v1, so nothing is collected; deleting
+  // v1 then removes the blobs and the manifest. Numbers are not reused.
+  auto& art = reg.artifacts();
+  std::string weights_key;
+  for (const auto& f : v1->files)
+    if (f.path == "weights/model.safetensors") weights_key = BlobKey(f.sha256);
+  auto d2 = reg.DeleteVersion("m", 2);
+  ASSERT_TRUE(d2.ok()) << d2.status().ToString();
+  EXPECT_EQ(d2->aliases_removed, std::vector<std::string>{"production"});
+  EXPECT_EQ(d2->blobs_removed, 0u);
+  EXPECT_EQ(d2->manifests_removed, 0u);
+  EXPECT_TRUE(art.Stat(weights_key).ok());
+  EXPECT_TRUE(reg.Verify("m/1").ok());
+  EXPECT_EQ(reg.Resolve("m@production").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(reg.DeleteVersion("m", 2).status().code(), StatusCode::kNotFound);
+  auto d1 = reg.DeleteVersion("m", 1);
+  ASSERT_TRUE(d1.ok()) << d1.status().ToString();
+  EXPECT_EQ(d1->blobs_removed, 2u);
+  EXPECT_EQ(d1->manifests_removed, 1u);
+  EXPECT_TRUE(d1->gc_errors.empty());
+  EXPECT_EQ(art.Stat(weights_key).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(art.Stat(ManifestKey(v1->manifest_sha256)).status().code(), StatusCode::kNotFound);
+  auto v3 = reg.Register(req);
+  ASSERT_TRUE(v3.ok()) << v3.status().ToString();
+  EXPECT_EQ(v3->version, 3);
+  EXPECT_TRUE(reg.Verify("m/3").ok());  // blobs uploaded again
+  auto dm = reg.DeleteModel("m");
+  ASSERT_TRUE(dm.ok()) << dm.status().ToString();
+  EXPECT_EQ(dm->versions, std::vector<int64_t>{3});
+  EXPECT_EQ(dm->blobs_removed, 2u);
+  EXPECT_EQ(reg.Register(req)->version, 4);
 }
 
 }  // namespace gantry::registry::testing

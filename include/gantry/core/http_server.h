@@ -2,7 +2,9 @@
 // later the registry): one event-loop thread (poll), keep-alive, bodies with
 // Content-Length only (chunked requests get 411), header/body size limits and
 // idle/read timeouts, so a slow or malformed client gets a 4xx/408 and never
-// stalls another. Handlers run on the loop thread and must be quick (a scrape,
+// stalls another. Bodies are buffered whole (max_body_bytes) unless the route
+// was added with HandleStreaming, whose opener may take them as they arrive
+// (large uploads). Handlers run on the loop thread and must be quick (a scrape,
 // a JSON page); anything slow belongs on the caller's own thread.
 //
 //   http::Server server;
@@ -28,14 +30,29 @@
 
 namespace gantry::http {
 
+// Receives a request body as it arrives (Server::HandleStreaming), so a large
+// upload never sits in memory whole. Called on the loop thread, in order.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  // The next bytes of the body. A sink that fails remembers the failure and
+  // ignores later calls; the route's handler reports it (the server keeps
+  // reading the declared body so the connection stays usable).
+  virtual void Write(std::string_view data) = 0;
+};
+
 struct ServerRequest {
   std::string method;  // "GET", ...
   std::string target;  // as sent: path and query
   std::string path;    // percent-decoded path without the query
   std::string query;   // raw, without '?'
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
+  std::string body;  // empty when the body was streamed into body_sink
   std::string peer;  // "127.0.0.1:53122"
+  // Set when a streaming route's opener took the body (see HandleStreaming):
+  // the sink has received every byte when the handler runs. Released right
+  // after the handler returns.
+  std::shared_ptr<BodySink> body_sink;
 
   // First header called `name` (case-insensitive), or nullptr.
   const std::string* Header(std::string_view name) const;
@@ -51,6 +68,16 @@ struct ServerResponse {
 };
 
 using Handler = std::function<void(const ServerRequest&, ServerResponse*)>;
+
+// Called once a request head for a streaming route has arrived, before any
+// of its (non-empty, Content-Length framed) body is read. `head` has
+// everything but the body; `content_length` is the declared size. Return a
+// sink to receive the body (max_body_bytes does not apply: the opener sets
+// its own bound), or nullptr to buffer it as usual (max_body_bytes applies).
+// To refuse without reading the body (401, 413, ...), set reject->status
+// (0 on entry) and the rest of *reject: it is sent and the connection closed.
+using BodyOpener = std::function<std::shared_ptr<BodySink>(
+    const ServerRequest& head, uint64_t content_length, ServerResponse* reject)>;
 
 struct ServerOptions {
   // "HOST:PORT", ":PORT" (all interfaces), "[::1]:PORT"; port 0 picks a free one.
@@ -73,6 +100,11 @@ class Server {
   // path ("/" catches everything). Unmatched paths get 404 with a JSON error.
   // Register before Start.
   void Handle(std::string prefix, Handler handler);
+  // Like Handle, with bodies offered to `opener` first (large uploads).
+  // While a streamed body arrives, read_timeout counts from the last bytes
+  // received instead of the start of the request, so a long upload that
+  // keeps moving is not cut off.
+  void HandleStreaming(std::string prefix, BodyOpener opener, Handler handler);
 
   // Binds and starts the loop thread. InvalidArgument for a bad `listen`,
   // Unavailable naming the address when it cannot bind.

@@ -15,7 +15,8 @@
 //   - artifacts in a storage::ObjectStore, content-addressed:
 //     "blobs/sha256/<2 hex>/<64 hex>" for every file and
 //     "manifests/sha256/<2 hex>/<64 hex>" for each version's manifest (the
-//     in-toto statement text). Identical files are stored once.
+//     in-toto statement text). Identical files are stored once; a delete
+//     removes an object only when no remaining version references it.
 //
 // Register: hash every file (refusing traversal, escaping symlinks, special
 // files), upload the blobs that are missing, upload the manifest, and only
@@ -223,6 +224,21 @@ class MetadataStore {
   virtual Result<std::string> GetSetting(std::string_view key) = 0;  // "" when unset
   virtual Status SetSetting(std::string_view key, std::string_view value) = 0;
   virtual Result<std::vector<ModelVersion>> Search(const SearchQuery& q) = 0;
+  // Deletes one version (version >= 1) with its files, datasets, tags,
+  // signatures and the aliases pointing at it, in one transaction, and
+  // returns it as it was (aliases included). The version counter is not
+  // decremented: a deleted number is never handed out again. NotFound when
+  // the version does not exist.
+  virtual Result<ModelVersion> DeleteVersion(std::string_view name, int64_t version,
+                                             int64_t now) = 0;
+  // Deletes a registered model with every version, tag and alias (one
+  // transaction) and returns the deleted versions. The model's version
+  // counter is remembered, so a model re-created under the same name
+  // continues numbering after the deleted versions. NotFound when missing.
+  virtual Result<std::vector<ModelVersion>> DeleteModel(std::string_view name) = 0;
+  // True when any version's files or manifest still use this SHA-256 (the
+  // garbage-collection check after a delete).
+  virtual Result<bool> DigestReferenced(std::string_view sha256) = 0;
 };
 
 // Opens (creating) a SQLite metadata database in WAL mode with a busy
@@ -273,6 +289,31 @@ struct VerifyReport {
   bool signed_by_trusted = false;
 };
 
+// Checks signature bundles (keyid -> bundle text, as stored per version)
+// over `manifest_text` (the exact statement bytes) against `trusted`. Each
+// bundle must parse, carry the in-toto payloadType, verify under a trusted
+// key, and sign exactly `manifest_text`. `label` ("name/3") names the version
+// in messages. With `require`, no valid trusted signature is PermissionDenied
+// ("... is not signed and <required_by>" / "... has no valid signature by a
+// trusted key: <reasons>"); without it an invalid signature is still refused
+// when trusted keys are configured (a bad signature is never ignored).
+// Used by Registry (server-side trust) and RemoteRegistry (client-side trust).
+Result<VerifyReport> CheckSignatureBundles(std::string_view label,
+                                           const std::map<std::string, std::string>& bundles,
+                                           std::string_view manifest_text,
+                                           const std::vector<security::DsseVerifier>& trusted,
+                                           bool require, std::string_view required_by);
+
+// What a delete removed.
+struct DeleteReport {
+  std::string model;
+  std::vector<int64_t> versions;             // deleted version numbers
+  std::vector<std::string> aliases_removed;  // aliases that pointed at them
+  size_t blobs_removed = 0;                  // file objects no other version uses
+  size_t manifests_removed = 0;
+  std::vector<std::string> gc_errors;  // objects that could not be removed (left as orphans)
+};
+
 class Registry {
  public:
   // Both stores must outlive the registry when passed as raw pointers; the
@@ -281,7 +322,7 @@ class Registry {
            const Clock* clock = nullptr);
 
   MetadataStore& meta() { return *meta_; }
-  // Every change (register, alias set/rm, sign, trust, policy) is appended to
+  // Every change (register, alias set/rm, sign, trust, policy, delete) is appended to
   // `log` as {"time","type":"registry","action",...,"actor"} and flushed
   // before the call returns; a failed flush is returned as the call's error
   // (the change itself is already committed). `log` must outlive the
@@ -306,6 +347,20 @@ class Registry {
   // Signs the stored manifest of `ref` (after re-checking its digest) and
   // records the bundle. Returns the key id.
   Result<std::string> Sign(std::string_view ref, const security::DsseSigner& signer);
+  // Records a signature bundle made elsewhere (`sign --server`: the client
+  // signs the manifest it fetched). The bundle must be a DSSE envelope over
+  // exactly the stored manifest of `ref` with the in-toto payloadType; when
+  // its key id is a trusted key it must also verify now. InvalidArgument
+  // otherwise, naming what differs. Audited like Sign. Returns the key id.
+  Result<std::string> AddSignatureBundle(std::string_view ref, std::string_view bundle);
+  // Deletes one version (its aliases are removed) or a whole model, then
+  // removes the stored blobs and manifests that no remaining version
+  // references (content shared with another version stays). Version numbers
+  // are never reused. Audited as "delete_version" / "delete_model".
+  // Objects that fail to delete are reported in gc_errors (harmless orphans),
+  // not as an error: the metadata change is already committed.
+  Result<DeleteReport> DeleteVersion(std::string_view name, int64_t version);
+  Result<DeleteReport> DeleteModel(std::string_view name);
   // Verifies the manifest digest, every stored blob, and the signatures.
   // With require_signature (or the policy), no trusted signature is
   // PermissionDenied.
@@ -326,6 +381,7 @@ class Registry {
   Result<std::string> LoadManifestText(const ModelVersion& v);
   Result<VerifyReport> CheckSignatures(const ModelVersion& v, const std::string& manifest_text,
                                        bool require);
+  void CollectGarbage(const std::vector<ModelVersion>& gone, DeleteReport* rep);
 
   std::unique_ptr<MetadataStore> meta_;
   std::unique_ptr<storage::ObjectStore> artifacts_;
