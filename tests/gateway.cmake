@@ -13,6 +13,14 @@
 #   gateway_robust    HTTP/1.0, idle timeout, pipelined flood, no crossed responses after a
 #                     504 or a client abort, no secrets in logs/metrics/error bodies
 #   gateway_tls       TLS termination (`tls:` in gateway.yaml) with a self-signed cert
+#   gateway_pools     backend pools over 4 model servers in fake zones: least-request,
+#                     zone preference and spill-over, retries, outlier ejection and return,
+#                     fallback tier (X-Gantry-Degraded), 503 + Retry-After, circuit breaker
+#   gateway_rollout   canary 90/10 over 10k requests (4 sigma), `gantry gateway rollout`
+#                     set/switch/rollback, sticky by key and header, drain, rolling restart
+#                     of every backend under non-idempotent load with zero failures
+#   gateway_anomaly   output anomaly detection: drift, 500s and latency fire Alertmanager v4
+#                     webhooks (a receiver in the test) and resolve
 # Missing redis-server, nginx or promtool fail the tests that need them, with the Debian
 # package to install (scripts/install-deps.sh), never skip them.
 if(NOT EXISTS /usr/bin/python3)
@@ -20,7 +28,8 @@ if(NOT EXISTS /usr/bin/python3)
   return()
 endif()
 
-foreach(suite harness proxy hostile limits audit admin reload metrics robust tls)
+foreach(suite harness proxy hostile limits audit admin reload metrics robust tls pools rollout
+              anomaly)
   add_test(NAME gateway_${suite}
            COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider -rfE
                    ${CMAKE_CURRENT_LIST_DIR}/gateway/test_${suite}.py
@@ -28,3 +37,5 @@ foreach(suite harness proxy hostile limits audit admin reload metrics robust tls
   set_tests_properties(gateway_${suite} PROPERTIES LABELS integration TIMEOUT 150
     ENVIRONMENT "GANTRY=$<TARGET_FILE:gantry>;PYTHONDONTWRITEBYTECODE=1")
 endforeach()
+# Several model servers, restarts and 10k-request splits: more time on slow machines.
+set_tests_properties(gateway_pools gateway_rollout gateway_anomaly PROPERTIES TIMEOUT 300)

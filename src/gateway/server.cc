@@ -1285,11 +1285,14 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
     // A pooled connection must be silent: readable means the backend closed
     // it or sent bytes nobody asked for; either way it cannot carry a request.
     // Backends close idle connections after seconds (uvicorn 5 s, nginx 75 s),
-    // so one idle for less than kPeekAfter is taken without the extra syscall.
+    // so for a request that may be sent again (below) one idle for less than
+    // kPeekAfter is taken without the extra syscall. Any other request always
+    // peeks: a backend that crashed a moment ago leaves closed connections in
+    // the pool, and a POST written into one could not be retried.
     while (attempt == 0 && !pool.empty()) {
       Pooled cand = std::move(pool.back());
       pool.pop_back();
-      if (CoarseNow() - cand.since < kPeekAfter) {
+      if (idempotent && CoarseNow() - cand.since < kPeekAfter) {
         up = std::move(cand.sock);
         reused = true;
         break;

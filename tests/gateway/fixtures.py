@@ -316,18 +316,38 @@ class Nginx(Service):
 
 # --------------------------------------------------------------------------- model server
 class ModelServer(Service):
-    def __init__(self, tmpdir=None, args=()):
+    """tests/gateway/model_server.py as a process. `name` and `zone` become --name/--zone
+    (the server then tags every response with `x-test-server: NAME`); `port` pins the port
+    (else a free one is picked at the first start and kept for restart())."""
+
+    def __init__(self, tmpdir=None, args=(), name=None, zone=None, port=None):
         super().__init__(tmpdir)
         self.args = list(args)
+        self.name = name
+        self.zone = zone
+        self.port = port
         self.url = None
 
-    def start(self):
-        self.proc = Proc("model_server-%d" % id(self),
-                         [PYTHON, os.path.join(HERE, "model_server.py"), "--port", "0"] +
-                         self.args, log_dir=self.tmp)
-        m = self.proc.wait_line(r"model_server listening on (http://[\d.]+:(\d+))", timeout=30)
+    def launch(self):
+        """Starts the process without waiting for it to listen (see wait_ready): several
+        servers then load torch in parallel."""
+        argv = [PYTHON, os.path.join(HERE, "model_server.py"), "--port", str(self.port or 0)]
+        if self.name:
+            argv += ["--name", self.name]
+        if self.zone:
+            argv += ["--zone", self.zone]
+        self.proc = Proc("model_server-%s" % (self.name or id(self)), argv + self.args,
+                         log_dir=self.tmp)
+        return self
+
+    def wait_ready(self, timeout=60):
+        m = self.proc.wait_line(r"model_server listening on (http://[\d.]+:(\d+))",
+                                timeout=timeout)
         self.url, self.port = m.group(1), int(m.group(2))
         return self
+
+    def start(self):
+        return self.launch().wait_ready()
 
     def requests(self):
         return get_json(self.url + "/debug/requests")[1]["requests"]
@@ -337,6 +357,47 @@ class ModelServer(Service):
 
     def stats(self):
         return get_json(self.url + "/debug/stats")[1]
+
+    def set_mode(self, **mode):
+        """POST /debug/mode (status, latency_ms, unready, drift, hold); returns the mode."""
+        r = request("POST", self.url + "/debug/mode", mode, timeout=10)
+        if r.status != 200:
+            raise RuntimeError("%s: POST /debug/mode %r -> %r" % (self.name, mode, r))
+        return r.json()
+
+    def normal(self):
+        """Back to normal behaviour (every mode key reset)."""
+        return self.set_mode(status=None, latency_ms=None, unready=None, drift=None, hold=None)
+
+    def alive(self):
+        return self.proc is not None and self.proc.alive()
+
+    def terminate(self, timeout=60):
+        """SIGTERM (graceful: requests in flight finish) and wait; returns the exit code."""
+        rc = self.proc.stop(timeout=timeout)
+        self.proc = None
+        return rc
+
+    def kill(self):
+        """SIGKILL, as a crash would; restart() brings it back on the same port."""
+        if self.proc is not None:
+            self.proc.stop(timeout=0.1, sig=signal.SIGKILL)
+            self.proc = None
+
+    def restart(self, timeout=60):
+        """Starts again on the same port (after terminate() or kill())."""
+        if self.alive():
+            raise RuntimeError("%s is still running" % self.name)
+        return self.launch().wait_ready(timeout)
+
+
+def start_all(servers, timeout=90):
+    """Starts several services at once (model servers load torch in parallel)."""
+    for s in servers:
+        s.launch()
+    for s in servers:
+        s.wait_ready(timeout)
+    return servers
 
 
 # --------------------------------------------------------------------------- gateway
@@ -614,6 +675,192 @@ def wait_until(fn, timeout=10.0, interval=0.1, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("%s not reached within %.0fs (last: %r)" % (what, timeout, last))
+
+
+def gantry_json(*args, timeout=30):
+    """`gantry ARGS --json` that must exit 0; returns the parsed stdout."""
+    cp = gantry(*(list(args) + ["--json"]), timeout=timeout)
+    try:
+        return json.loads(cp.stdout)
+    except ValueError:
+        raise RuntimeError("gantry %s --json: stdout is not JSON: %r" %
+                           (" ".join(map(str, args)), cp.stdout))
+
+
+class Load:
+    """A load generator: `threads` keep-alive connections, each sending the same request
+    back to back (optionally `total` requests in all) until stop(). Counts answers by
+    status and by label (`classify(Response)`, default the `x-test-server` header) and
+    keeps the first failures (a non-`ok_status` answer, or an exception: a connection
+    broken by the server counts as a failed request, then a new connection is opened)."""
+
+    def __init__(self, url, path, body=None, method="POST", headers=None, threads=4,
+                 total=None, classify=None, ok_status=(200,), pause_s=0.0, timeout=30):
+        self.host, self.port, _ = _split(url)
+        self.path = path
+        self.method = method
+        self.body = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        self.headers = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            self.headers.setdefault("Content-Type", "application/json")
+        self.nthreads = threads
+        self.total = total
+        self.classify = classify or (lambda r: r.headers.get("x-test-server", "?"))
+        self.ok_status = ok_status
+        self.pause_s = pause_s
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.sent = 0
+        self.ok = 0
+        self.by_label = {}
+        self.by_status = {}
+        self.failures = []
+        self.nfail = 0
+        self.threads = []
+
+    def _next(self):
+        with self.lock:
+            if self.stop_ev.is_set() or (self.total is not None and self.sent >= self.total):
+                return False
+            self.sent += 1
+            return True
+
+    def _run(self):
+        conn = None
+        while self._next():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                conn.request(self.method, self.path, body=self.body, headers=self.headers)
+                r = conn.getresponse()
+                data = r.read()
+                resp = Response(r.status, {k.lower(): v for k, v in r.getheaders()}, data,
+                                r.reason)
+                if resp.headers.get("connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+                with self.lock:
+                    self.by_status[resp.status] = self.by_status.get(resp.status, 0) + 1
+                    if resp.status in self.ok_status:
+                        self.ok += 1
+                        label = self.classify(resp)
+                        self.by_label[label] = self.by_label.get(label, 0) + 1
+                    else:
+                        self.nfail += 1
+                        if len(self.failures) < 20:
+                            self.failures.append((time.time(), repr(resp)))
+            except (OSError, http.client.HTTPException) as e:
+                with self.lock:
+                    self.nfail += 1
+                    if len(self.failures) < 20:
+                        self.failures.append((time.time(), "exception: %r" % e))
+                if conn is not None:
+                    conn.close()
+                conn = None
+            if self.pause_s:
+                time.sleep(self.pause_s)
+        if conn is not None:
+            conn.close()
+
+    def start(self):
+        for _ in range(self.nthreads):
+            t = threading.Thread(target=self._run, daemon=True)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def stop(self, timeout=60):
+        self.stop_ev.set()
+        return self.join(timeout)
+
+    def join(self, timeout=120):
+        for t in self.threads:
+            t.join(timeout)
+        return self
+
+    def run(self):
+        """start() and join(): for a fixed `total`."""
+        return self.start().join()
+
+    def snapshot(self):
+        with self.lock:
+            return {"sent": self.sent, "ok": self.ok, "failed": self.nfail,
+                    "by_label": dict(self.by_label), "by_status": dict(self.by_status),
+                    "failures": list(self.failures)}
+
+
+class WebhookReceiver(Service):
+    """A tiny HTTP server (a thread of this process) that records every JSON body POSTed
+    to it, e.g. Alertmanager v4 webhook payloads. `url` is where to send them."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.payloads = []
+        self.cond = threading.Condition()
+        self.server = None
+
+    def start(self):
+        import http.server
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0") or "0")
+                raw = self.rfile.read(n)
+                try:
+                    doc = json.loads(raw)
+                except ValueError:
+                    doc = {"unparsable": raw.decode("utf-8", "replace")}
+                with outer.cond:
+                    outer.payloads.append({"path": self.path, "body": doc,
+                                           "time": time.time()})
+                    outer.cond.notify_all()
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = "http://127.0.0.1:%d/alerts" % self.port
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
+                         daemon=True).start()
+        return self
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+        super().stop()
+
+    def bodies(self):
+        with self.cond:
+            return [p["body"] for p in self.payloads]
+
+    def wait_alert(self, pred, timeout=30, what="webhook alert"):
+        """Waits for a payload holding an alert with pred(payload, alert) true; returns
+        (payload, alert)."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self.cond:
+            while True:
+                for p in self.payloads[seen:]:
+                    for a in p["body"].get("alerts", []) if isinstance(p["body"], dict) else []:
+                        if pred(p["body"], a):
+                            return p["body"], a
+                seen = 0  # payloads are few: look at all of them again next time
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("%s did not arrive within %.0fs; payloads: %s" % (
+                        what, timeout, json.dumps([p["body"] for p in self.payloads])[-3000:]))
+                self.cond.wait(min(left, 0.5))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ Protocols:
   Debug:      ANY /debug/headers (echo of the request as received: method, path, headers,
               body), GET /debug/requests (every request received so far, except the
               /debug/requests, /debug/stats and /debug/reset calls themselves),
-              POST /debug/reset, GET /debug/stats (connections, requests)
+              POST /debug/reset, GET /debug/stats (connections, requests, in_flight,
+              name, zone, mode), GET|POST /debug/mode (run-time behaviour, below)
+  Health:     GET /health, /v2/health/ready (503 while `unready`), /v2/health/live (200)
 
 Test knobs, per request (headers) or for every request (flags):
   x-test-latency-ms: N        --latency-ms N       wait before answering
@@ -37,6 +39,21 @@ Test knobs, per request (headers) or for every request (flags):
                                                    (without generating them)
   x-test-chunked: 1                                send a non-stream JSON body chunked
 
+Run-time behaviour, for every later model request (not /debug/*, not health): POST
+/debug/mode with a JSON object; keys left out keep their value, null resets one:
+  {"status": 500|503|null,   answer this status (a per-request x-test-status wins)
+   "latency_ms": N,          wait N ms before answering (x-test-latency-ms wins)
+   "unready": true|false,    /health and /v2/health/ready answer 503
+   "drift": X,               KServe outputs shifted by +X; OpenAI usage reports X more
+                             completion tokens
+   "hold": true|false}       model requests wait until hold is set back to false
+GET /debug/mode shows the mode; POST /debug/reset clears the request log only.
+
+--name NAME adds `x-test-server: NAME` to every response (and to /debug/stats); --zone Z
+is informational (shown in /debug/stats). SIGTERM is graceful: the listener closes, idle
+keep-alive connections are closed, requests in flight finish (their responses carry
+`Connection: close`), then the process exits 0.
+
 `--port 0` picks a free port; the line `model_server listening on http://127.0.0.1:PORT` is
 printed (and flushed) on stdout once the socket accepts connections.
 """
@@ -48,6 +65,7 @@ import itertools
 import json
 import random
 import re
+import signal
 import socket
 import sys
 import threading
@@ -118,6 +136,35 @@ BAD_RESPONSES = {
 }
 
 
+HEALTH_PATHS = ("/health", "/v2/health/live", "/v2/health/ready")
+NEUTRAL_MODE = {"status": None, "latency_ms": 0, "unready": False, "drift": 0, "hold": False}
+
+
+def set_mode(st, req):
+    """Applies a /debug/mode update; returns an error text or None."""
+    new = {}
+    for k, v in req.items():
+        if k not in NEUTRAL_MODE:
+            return "unknown mode key %r (known: %s)" % (k, ", ".join(sorted(NEUTRAL_MODE)))
+        if v is None:
+            v = NEUTRAL_MODE[k]
+        elif k == "status" and not (isinstance(v, int) and 100 <= v <= 599):
+            return "status must be an HTTP status code or null"
+        elif k in ("latency_ms", "drift") and (isinstance(v, bool) or
+                                              not isinstance(v, (int, float))):
+            return "%s must be a number" % k
+        elif k in ("unready", "hold") and not isinstance(v, bool):
+            return "%s must be true or false" % k
+        new[k] = v
+    with st.lock:
+        st.mode.update(new)
+        if st.mode["hold"]:
+            st.released.clear()
+        else:
+            st.released.set()
+    return None
+
+
 class BadRequest(Exception):
     pass
 
@@ -132,6 +179,12 @@ class State:
         self.requests = []  # log of received requests (for smuggling / forwarding checks)
         self.connections = 0
         self.request_count = 0
+        self.in_flight = 0  # model/debug requests being handled now
+        self.handlers = set()  # live connection handlers (graceful stop closes idle ones)
+        self.stopping = False
+        self.mode = dict(NEUTRAL_MODE)
+        self.released = threading.Event()  # set while not holding
+        self.released.set()
 
     def log(self, entry):
         with self.lock:
@@ -156,9 +209,44 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        # Head and body go out in separate writes: without this, Nagle's algorithm and
+        # the client's delayed ACK cost ~40 ms a keep-alive request.
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         st = self.server.state
+        self.busy = False
         with st.lock:
             st.connections += 1
+            st.handlers.add(self)
+
+    def finish(self):
+        st = self.server.state
+        with st.lock:
+            st.handlers.discard(self)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def parse_request(self):
+        # Busy from the moment a request line is in: a graceful stop closes only idle
+        # keep-alive connections.
+        self.busy = True
+        ok = super().parse_request()
+        if not ok:
+            self.busy = False
+        return ok
+
+    def end_headers(self):
+        st = self.server.state
+        if st.args.name:
+            self.send_header("x-test-server", st.args.name)
+        if st.stopping:
+            # Graceful stop: this response is the connection's last.
+            self.send_header("Connection", "close")
+        super().end_headers()
 
     def log_message(self, fmt, *args):  # quiet; the request log is at /debug/requests
         if self.server.state.args.verbose:
@@ -246,6 +334,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # ---------------------------------------------------------------- dispatch
     def handle_any(self, method):
         st = self.server.state
+        with st.lock:
+            st.in_flight += 1
+            self.busy = True
+        try:
+            self.handle_request(method)
+        finally:
+            with st.lock:
+                st.in_flight -= 1
+                self.busy = False
+            if st.stopping:
+                self.close_connection = True
+
+    def handle_request(self, method):
+        st = self.server.state
         try:
             body = self.read_body()
         except (ValueError, OSError):
@@ -261,11 +363,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
         if path.startswith("/debug/"):
             return self.debug(method, path, entry)
-
-        latency = self.header_int("x-test-latency-ms", st.args.latency_ms)
+        # Health answers ignore the mode's status, latency and hold: only `unready` counts
+        # there (per-request x-test-* headers still apply, as everywhere).
+        health = path in HEALTH_PATHS
+        with st.lock:
+            mode = dict(st.mode) if not health else dict(NEUTRAL_MODE, unready=st.mode["unready"])
+        if mode["hold"]:
+            st.released.wait(300)
+        latency = self.header_int("x-test-latency-ms", mode["latency_ms"] or st.args.latency_ms)
         if latency > 0:
             time.sleep(latency / 1000.0)
         status = self.headers.get("x-test-status")
+        if status is None and mode["status"] is not None:
+            status = str(mode["status"])
         if status == "drop":
             return self.drop()
         if status in BAD_RESPONSES:
@@ -285,6 +395,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(code, {"error": {"message": "injected error %d" % code,
                                                    "type": "test", "code": code}},
                                   {"Retry-After": "1"} if code in (429, 503) else None)
+        if health and path != "/v2/health/live" and mode["unready"]:
+            return self.send_json(503, {"error": "not ready (test mode)"})
         try:
             self.route(method, path, body)
         except BadRequest as e:
@@ -323,8 +435,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, {"ok": True})
         if path == "/debug/stats":
             with st.lock:
-                return self.send_json(200, {"connections": st.connections,
-                                            "requests": st.request_count})
+                stats = {"connections": st.connections, "requests": st.request_count,
+                         "in_flight": st.in_flight - 1,  # not this call itself
+                         "name": st.args.name, "zone": st.args.zone, "mode": dict(st.mode)}
+            return self.send_json(200, stats)
+        if path == "/debug/mode":
+            if method == "GET":
+                with st.lock:
+                    return self.send_json(200, dict(st.mode))
+            if method != "POST":
+                return self.error_json(405, "use GET or POST")
+            try:
+                req = json.loads(entry["body"] or "{}")
+            except ValueError:
+                return self.error_json(400, "body is not JSON")
+            if not isinstance(req, dict):
+                return self.error_json(400, "body must be a JSON object")
+            err = set_mode(st, req)
+            if err:
+                return self.error_json(400, err)
+            with st.lock:
+                return self.send_json(200, dict(st.mode))
         return self.error_json(404, "no debug endpoint " + path)
 
     def route(self, method, path, body):
@@ -333,7 +464,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.error_json(405, "use GET")
             return self.send_json(200, {"name": "gantry-test-model-server", "version": "1",
                                         "extensions": []})
-        if path in ("/v2/health/live", "/v2/health/ready"):
+        if path in HEALTH_PATHS:
             return self.send_empty(200)
         m = re.fullmatch(r"/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready|/infer)?", path)
         if m:
@@ -382,9 +513,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                 not isinstance(v, bool) for v in data):
             raise BadRequest("input data must hold N*4 numbers")
         y = self.server.state.models.infer(torch.tensor(data, dtype=torch.float32).view(-1, 4))
+        with self.server.state.lock:
+            drift = float(self.server.state.mode["drift"] or 0)
         out = {"model_name": name, "model_version": ver,
                "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [shape[0], 3],
-                            "data": [float(v) for v in y.flatten().tolist()]}]}
+                            "data": [float(v) + drift for v in y.flatten().tolist()]}]}
         if "id" in req:
             out["id"] = req["id"]
         return self.send_json(200, out)
@@ -416,8 +549,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(n, int) or n < 1 or n > 100000:
             raise BadRequest("max_tokens must be an integer in [1, 100000]")
         text = st.models.generate(prompt, n)
+        with st.lock:
+            drift = int(st.mode["drift"] or 0)
         usage = {"prompt_tokens": len(prompt),
-                 "completion_tokens": self.header_int("x-test-completion-tokens", len(text))}
+                 "completion_tokens": self.header_int("x-test-completion-tokens",
+                                                      len(text)) + drift}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         created = int(time.time())
@@ -517,19 +653,54 @@ def main(argv=None):
     ap.add_argument("--error-status", type=int, default=503)
     ap.add_argument("--lm-models", default=",".join(DEFAULT_LM_MODELS),
                     help="comma-separated names listed by GET /v1/models")
+    ap.add_argument("--name", default="",
+                    help="sent as `x-test-server: NAME` on every response")
+    ap.add_argument("--zone", default="", help="availability zone label (informational)")
+    ap.add_argument("--grace-s", type=float, default=60.0,
+                    help="SIGTERM: how long requests in flight may take to finish")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
     args.lm_models = [m for m in args.lm_models.split(",") if m]
     srv = Server((args.host, args.port), Handler)
     srv.state = State(args)
+    # SIGTERM: serve_forever runs on this (the main) thread, so the handler only asks
+    # another thread to stop it; the graceful part runs below, once it has returned.
+    signal.signal(signal.SIGTERM,
+                  lambda *_: threading.Thread(target=srv.shutdown, daemon=True).start())
     print("model_server listening on http://%s:%d" % (args.host, srv.server_address[1]),
           flush=True)
     try:
-        srv.serve_forever(poll_interval=0.2)
+        srv.serve_forever(poll_interval=0.1)
     except KeyboardInterrupt:
         pass
     finally:
-        srv.server_close()
+        srv.server_close()  # no new connections from here on
+    graceful_stop(srv.state, args.grace_s)
+
+
+def graceful_stop(st, grace_s):
+    """Closes idle keep-alive connections, waits (at most grace_s) for requests in flight
+    to finish; their responses say `Connection: close`."""
+    with st.lock:
+        st.stopping = True
+        st.released.set()  # a held request must not block the stop
+    deadline = time.monotonic() + grace_s
+    while True:
+        with st.lock:
+            idle = [h for h in st.handlers if not h.busy]
+            busy = st.in_flight
+        for h in idle:
+            try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if busy == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    if busy:
+        sys.stderr.write("model_server: stopped with %d requests in flight\n" % busy)
+    else:
+        print("model_server stopped gracefully", flush=True)
 
 
 if __name__ == "__main__":
