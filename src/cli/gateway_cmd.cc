@@ -130,6 +130,13 @@ int RunGateway(const GatewayFlags& f) {
   return kExitOk;
 }
 
+// Pools written in the config (not the implicit one-backend pools).
+size_t NamedPools(const gateway::GatewayConfig& cfg) {
+  size_t n = 0;
+  for (const gateway::PoolConfig& p : cfg.pools) n += p.implicit ? 0 : 1;
+  return n;
+}
+
 int RunCheck(const GatewayFlags& f) {
   if (f.config.empty()) return Fail(InvalidArgument("--config is required"));
   Result<gateway::GatewayConfig> cfg = gateway::LoadGatewayConfig(f.config);
@@ -139,13 +146,19 @@ int RunCheck(const GatewayFlags& f) {
                       {"config", f.config},
                       {"routes", cfg->routes.size()},
                       {"backends", cfg->backends.size()},
+                      {"pools", NamedPools(*cfg)},
+                      {"rollouts", cfg->rollouts.size()},
+                      {"anomaly", cfg->anomaly.enabled},
                       {"roles", cfg->roles.size()}}
                      .dump()
               << "\n";
   } else {
-    std::cout << fmt::format("{}: ok ({} routes, {} backends, {} roles, {} rate limits, {} quotas)\n",
-                             f.config, cfg->routes.size(), cfg->backends.size(), cfg->roles.size(),
-                             cfg->limiter.rate_limits.size(), cfg->limiter.quotas.size());
+    std::cout << fmt::format(
+        "{}: ok ({} routes, {} backends, {} pools, {} rollouts, {} roles, {} rate limits, {} "
+        "quotas, anomaly detection {})\n",
+        f.config, cfg->routes.size(), cfg->backends.size(), NamedPools(*cfg),
+        cfg->rollouts.size(), cfg->roles.size(), cfg->limiter.rate_limits.size(),
+        cfg->limiter.quotas.size(), cfg->anomaly.enabled ? "on" : "off");
   }
   return kExitOk;
 }
