@@ -216,31 +216,13 @@ int DoRegister(const RegistryFlags& f) {
       req.lineage.metrics[p->first] = p->second;
     }
   }
-  if (remote) {
-    if (!f.from_ckpt.empty()) {
-      return Fail("register", InvalidArgument("--from-ckpt is not supported with --server; "
-                                              "register the checkpoint directory by path"));
-    }
-    if (f.path.empty()) return Fail("register", InvalidArgument("pass a model PATH"));
-    req.path = f.path;
-    auto j = remote->Register(req);
-    if (!j.ok()) return Fail("register", j.status());
-    if (f.common.json) {
-      std::cout << j->dump(2) << "\n";
-    } else {
-      std::cout << "registered " << j->value("name", "") << "/" << j->value("version", "") << " on "
-                << f.server << " (" << (*j)["files"].size() << " files, "
-                << j->value("total_bytes", uint64_t{0}) << " bytes, manifest "
-                << j->value("manifest_sha256", "").substr(0, 16) << ")\n";
-    }
-    return kExitOk;
-  }
-  Result<registry::ModelVersion> v = InvalidArgument("unreachable");
+  // --from-ckpt reads the checkpoint locally (the same code either way), then
+  // registers its step directory in the local store or through the server.
+  registry::CheckpointSource src;
   if (!f.from_ckpt.empty()) {
     if (!f.path.empty()) {
       return Fail("register", InvalidArgument("pass either PATH or --from-ckpt, not both"));
     }
-    registry::CheckpointSource src;
     src.root = f.from_ckpt;
     src.run = f.run.empty() ? "default" : f.run;
     if (!f.step.empty() && f.step != "latest") {
@@ -252,14 +234,25 @@ int DoRegister(const RegistryFlags& f) {
       }
       src.step = s;
     }
-    v = (*reg)->RegisterCheckpoint(req, src);
-  } else {
-    if (f.path.empty()) {
-      return Fail("register",
-                  InvalidArgument("pass a model PATH (directory or file) or --from-ckpt ROOT"));
-    }
-    v = (*reg)->Register(req);
+  } else if (f.path.empty()) {
+    return Fail("register",
+                InvalidArgument("pass a model PATH (directory or file) or --from-ckpt ROOT"));
   }
+  if (remote) {
+    auto j = f.from_ckpt.empty() ? remote->Register(req) : remote->RegisterCheckpoint(req, src);
+    if (!j.ok()) return Fail("register", j.status());
+    if (f.common.json) {
+      std::cout << j->dump(2) << "\n";
+    } else {
+      std::cout << "registered " << j->value("name", "") << "/" << j->value("version", "") << " on "
+                << f.server << " (" << (*j)["files"].size() << " files, "
+                << j->value("total_bytes", uint64_t{0}) << " bytes, manifest "
+                << j->value("manifest_sha256", "").substr(0, 16) << ")\n";
+    }
+    return kExitOk;
+  }
+  Result<registry::ModelVersion> v =
+      f.from_ckpt.empty() ? (*reg)->Register(req) : (*reg)->RegisterCheckpoint(req, src);
   if (!v.ok()) return Fail("register", v.status());
   if (f.common.json) {
     std::cout << registry::ToJson(*v).dump(2) << "\n";

@@ -1,9 +1,11 @@
 #include "gantry/core/http_client.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "gantry/config.h"
@@ -22,15 +25,20 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeadBytes = size_t{64} << 10;
+// A file request body is read and sent in pieces of this size.
+constexpr size_t kFilePiece = size_t{64} << 10;
 std::string Millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // Incremental HTTP/1.1 response reader on the strict parser of
 // gantry/core/http_parser.h: Consume() takes bytes as they arrive, OnEof()
 // says the peer closed. Incremental because a server may split a response
-// anywhere, and a deadline must be able to stop a partial one.
+// anywhere, and a deadline must be able to stop a partial one. With a sink,
+// a 2xx body is passed on as it is decoded instead of being kept.
 class ResponseParser {
  public:
-  explicit ResponseParser(uint64_t max_body) : max_body_(max_body), chunks_(max_body) {}
+  using Sink = std::function<Status(std::string_view)>;
+  ResponseParser(uint64_t max_body, const Sink* sink)
+      : max_body_(max_body), sink_(sink), chunks_(max_body) {}
 
   Status Consume(std::string_view data) {
     buf_.append(data);
@@ -49,23 +57,27 @@ class ResponseParser {
                                      : "the server closed the connection inside the response "
                                        "headers");
       case Mode::kLength:
-        return DataLoss("the server closed the connection after " +
-                        std::to_string(resp_.body.size()) + " of " +
-                        std::to_string(resp_.body.size() + remaining_) + " body bytes");
+        return DataLoss("the server closed the connection after " + std::to_string(body_bytes_) +
+                        " of " + std::to_string(body_bytes_ + remaining_) + " body bytes");
       case Mode::kChunked:
         break;
     }
     return DataLoss("the server closed the connection inside the chunked body (after " +
-                    std::to_string(resp_.body.size()) + " bytes)");
+                    std::to_string(body_bytes_) + " bytes)");
   }
 
   bool done() const { return mode_ == Mode::kDone; }
+  // True once the head of the final (non-1xx) response has arrived.
+  bool answered() const { return mode_ != Mode::kHead; }
   Response Take() { return std::move(resp_); }
 
  private:
   enum class Mode { kHead, kLength, kUntilClose, kChunked, kDone };
 
   Status AppendBody(std::string_view data) {
+    if (data.empty()) return Status::Ok();
+    body_bytes_ += data.size();
+    if (streaming_) return (*sink_)(data);
     if (resp_.body.size() + data.size() > max_body_) {
       return ResourceExhausted("the response body is larger than the " + std::to_string(max_body_) +
                                "-byte limit");
@@ -105,8 +117,15 @@ class ResponseParser {
           return Status::Ok();
         case Mode::kChunked: {
           size_t used = 0;
-          Status s = chunks_.Feed(buf_, &resp_.body, &used);
+          // Decoded into a scratch piece (at most what arrived) when
+          // streaming, so the sink sees it before more is read.
+          std::string piece;
+          std::string* out = streaming_ ? &piece : &resp_.body;
+          size_t before = out->size();
+          Status s = chunks_.Feed(buf_, out, &used);
           buf_.erase(0, used);
+          body_bytes_ += out->size() - before;
+          if (streaming_ && !piece.empty()) RETURN_IF_ERROR((*sink_)(piece));
           if (!s.ok()) {
             if (s.code() == StatusCode::kResourceExhausted) {
               return ResourceExhausted("the response body is larger than the " +
@@ -137,12 +156,16 @@ class ResponseParser {
       fresh.headers.emplace_back(std::string(hv.name), std::string(hv.value));
     }
     resp_ = std::move(fresh);
+    // Only a success body goes to the sink: an error body is kept (bounded)
+    // so the caller can read the server's message.
+    streaming_ = sink_ != nullptr && *sink_ && h->status >= 200 && h->status < 300;
+    if (streaming_) chunks_ = ChunkedDecoder();
     switch (h->framing) {
       case BodyFraming::kNone:
         mode_ = Mode::kDone;
         break;
       case BodyFraming::kContentLength:
-        if (h->content_length > max_body_) {
+        if (!streaming_ && h->content_length > max_body_) {
           return ResourceExhausted("Content-Length " + std::to_string(h->content_length) +
                                    " is larger than the " + std::to_string(max_body_) +
                                    "-byte limit");
@@ -161,6 +184,9 @@ class ResponseParser {
   }
 
   uint64_t max_body_;
+  const Sink* sink_;
+  bool streaming_ = false;
+  uint64_t body_bytes_ = 0;
   std::string buf_;
   size_t scanned_ = 0;
   Mode mode_ = Mode::kHead;
@@ -178,6 +204,10 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
+  void reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
 
  private:
   int fd_;
@@ -197,7 +227,7 @@ Status SocketError(std::string_view what, const std::string& where, int err) {
 
 // Waits until `fd` is ready for `events` or the deadline passes.
 Status WaitFor(int fd, short events, SteadyClock::time_point deadline, std::string_view phase,
-               std::chrono::milliseconds budget) {
+               std::chrono::milliseconds budget, short* revents = nullptr) {
   while (true) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) {
@@ -206,7 +236,10 @@ Status WaitFor(int fd, short events, SteadyClock::time_point deadline, std::stri
     }
     pollfd p{fd, events, 0};
     int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-    if (rc > 0) return Status::Ok();
+    if (rc > 0) {
+      if (revents != nullptr) *revents = p.revents;
+      return Status::Ok();
+    }
     if (rc < 0 && errno != EINTR) return IoError("poll", errno);
   }
 }
@@ -242,8 +275,34 @@ Result<Response> DoGet(const Request& request, const Url& url) {
     RETURN_IF_ERROR(ValidateHeaderPart(value, "value"));
     wire.append(name).append(": ").append(value).append("\r\n");
   }
-  if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
-    wire += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  // A file body is opened (and sized) before connecting, so a missing file
+  // costs no network round trip.
+  Fd file(-1);
+  uint64_t file_size = 0;
+  if (!request.body_file.empty()) {
+    if (!request.body.empty()) {
+      return InvalidArgument("set either body or body_file (" + request.body_file + "), not both");
+    }
+    file.reset(::open(request.body_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (file.get() < 0) {
+      if (errno == ENOENT) {
+        return NotFound("request body file " + request.body_file + " does not exist");
+      }
+      return IoError("opening request body file " + request.body_file, errno);
+    }
+    struct stat st {};
+    if (::fstat(file.get(), &st) != 0) {
+      return IoError("reading the size of request body file " + request.body_file, errno);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return InvalidArgument("request body file " + request.body_file + " is not a regular file");
+    }
+    file_size = static_cast<uint64_t>(st.st_size);
+  }
+  if (!request.body.empty() || file.get() >= 0 || request.method == "POST" ||
+      request.method == "PUT") {
+    uint64_t length = file.get() >= 0 ? file_size : request.body.size();
+    wire += "Content-Length: " + std::to_string(length) + "\r\n";
   }
   wire += "\r\n";
   wire += request.body;
@@ -287,33 +346,70 @@ Result<Response> DoGet(const Request& request, const Url& url) {
     if (err != 0) return SocketError("connecting to", where, err);
   }
 
-  std::string_view out = wire;
-  while (!out.empty()) {
-    RETURN_IF_ERROR(
-        WaitFor(sock.get(), POLLOUT, deadline, "sending the request", request.deadline));
-    ssize_t n = ::send(sock.get(), out.data(), out.size(), MSG_NOSIGNAL);
+  ResponseParser parser(request.max_body_bytes, &request.body_sink);
+  char chunk[16 * 1024];
+  bool eof = false;
+  auto receive = [&]() -> Status {
+    ssize_t n = ::recv(sock.get(), chunk, sizeof chunk, 0);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
+      return SocketError("reading from", where, errno);
+    }
+    if (n == 0) {
+      eof = true;
+      return parser.OnEof();
+    }
+    return parser.Consume(std::string_view(chunk, static_cast<size_t>(n)));
+  };
+
+  // The head (with a string body) goes first, then the file in pieces. A
+  // final response that arrives while sending (a server refusing from the
+  // head: 401, 413) ends the sending: it is read instead of pushing the rest
+  // of a large body at a server that no longer wants it.
+  std::string pending = std::move(wire);
+  size_t sent = 0;
+  uint64_t file_left = file_size;
+  while (!parser.answered() && !eof) {
+    if (sent == pending.size()) {
+      if (file_left == 0) break;
+      pending.resize(static_cast<size_t>(std::min<uint64_t>(kFilePiece, file_left)));
+      size_t got = 0;
+      while (got < pending.size()) {
+        ssize_t n = ::read(file.get(), pending.data() + got, pending.size() - got);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return IoError("reading request body file " + request.body_file, errno);
+        }
+        if (n == 0) {
+          return DataLoss("request body file " + request.body_file +
+                          " shrank while it was being sent (" +
+                          std::to_string(file_size - file_left + got) + " of " +
+                          std::to_string(file_size) + " bytes)");
+        }
+        got += static_cast<size_t>(n);
+      }
+      file_left -= pending.size();
+      sent = 0;
+    }
+    short revents = 0;
+    RETURN_IF_ERROR(WaitFor(sock.get(), POLLOUT | POLLIN, deadline, "sending the request",
+                            request.deadline, &revents));
+    if ((revents & (POLLIN | POLLHUP)) != 0) {
+      RETURN_IF_ERROR(receive());
+      continue;
+    }
+    ssize_t n = ::send(sock.get(), pending.data() + sent, pending.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
       return SocketError("sending to", where, errno);
     }
-    out.remove_prefix(static_cast<size_t>(n));
+    sent += static_cast<size_t>(n);
   }
 
-  ResponseParser parser(request.max_body_bytes);
-  char chunk[16 * 1024];
-  while (!parser.done()) {
+  while (!parser.done() && !eof) {
     RETURN_IF_ERROR(
         WaitFor(sock.get(), POLLIN, deadline, "waiting for the response", request.deadline));
-    ssize_t n = ::recv(sock.get(), chunk, sizeof chunk, 0);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-      return SocketError("reading from", where, errno);
-    }
-    if (n == 0) {
-      RETURN_IF_ERROR(parser.OnEof());
-      break;
-    }
-    RETURN_IF_ERROR(parser.Consume(std::string_view(chunk, static_cast<size_t>(n))));
+    RETURN_IF_ERROR(receive());
   }
   return parser.Take();
 }
@@ -390,6 +486,7 @@ Result<Response> Get(const Request& request) {
   Request get = request;
   get.method = "GET";
   get.body.clear();
+  get.body_file.clear();
   return Send(get);
 }
 

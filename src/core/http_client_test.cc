@@ -2,7 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+
+#include "gantry/core/http_server.h"
 #include "http_test_server.h"
 
 namespace gantry::http {
@@ -192,6 +199,187 @@ TEST(HttpGetTest, BadRequestsAreInvalidArgument) {
   req.deadline = std::chrono::milliseconds(0);
   EXPECT_EQ(Get(req).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Get(GetOf("https://127.0.0.1/")).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- streamed bodies ----
+
+// A temporary directory removed at scope exit (also when a test fails).
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/gantry-http-client-XXXXXX";
+    if (::mkdtemp(t) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u) >> 13);
+  return s;
+}
+
+TEST(HttpStreamTest, FileBodyArrivesIntactWithItsLength) {
+  TempDir dir;
+  const std::string data = Pattern((5 << 20) + 12345);  // not a multiple of the piece size
+  { std::ofstream(dir / "body.bin", std::ios::binary) << data; }
+
+  std::mutex mu;
+  std::string got, length_header;
+  Server server;
+  server.Handle("/upload", [&](const ServerRequest& req, ServerResponse* resp) {
+    std::lock_guard<std::mutex> lock(mu);
+    got = req.body;
+    if (const std::string* h = req.Header("content-length")) length_header = *h;
+    resp->status = 201;
+    resp->body = "stored";
+  });
+  ASSERT_TRUE(server.Start({.max_body_bytes = 8 << 20}).ok());
+
+  Request req = GetOf("http://127.0.0.1:" + std::to_string(server.port()) + "/upload",
+                      std::chrono::seconds(60));
+  req.method = "PUT";
+  req.body_file = (dir / "body.bin").string();
+  auto resp = Send(req);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->status, 201);
+  EXPECT_EQ(resp->body, "stored");
+  server.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(length_header, std::to_string(data.size()));
+  EXPECT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data) << "the uploaded bytes differ from the file";
+}
+
+TEST(HttpStreamTest, EarlyRefusalIsReadWhileTheBodyIsStillBeingSent) {
+  TempDir dir;
+  { std::ofstream(dir / "big.bin", std::ios::binary) << std::string(8 << 20, 'x'); }
+  Server server;
+  server.HandleStreaming(
+      "/upload",
+      [](const ServerRequest&, uint64_t length, ServerResponse* reject) {
+        reject->status = 413;
+        reject->body = "too big: " + std::to_string(length);
+        return std::shared_ptr<BodySink>();
+      },
+      [](const ServerRequest&, ServerResponse* resp) { resp->body = "unexpected"; });
+  ASSERT_TRUE(server.Start({}).ok());
+  Request req = GetOf("http://127.0.0.1:" + std::to_string(server.port()) + "/upload",
+                      std::chrono::seconds(60));
+  req.method = "PUT";
+  req.body_file = (dir / "big.bin").string();
+  auto resp = Send(req);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->status, 413);
+  EXPECT_EQ(resp->body, "too big: " + std::to_string(8 << 20));
+  server.Stop();
+}
+
+TEST(HttpStreamTest, MissingOrBadBodyFileIsAnErrorNamingIt) {
+  TempDir dir;
+  Request req = GetOf("http://127.0.0.1:" + std::to_string(ClosedLoopbackPort()) + "/upload");
+  req.method = "PUT";
+  req.body_file = (dir / "no-such-file.bin").string();
+  auto resp = Send(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), StatusCode::kNotFound) << resp.status().ToString();
+  EXPECT_THAT(resp.status().message(), HasSubstr(req.body_file));
+
+  req.body_file = (dir / "").string();  // a directory
+  resp = Send(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), StatusCode::kInvalidArgument) << resp.status().ToString();
+  EXPECT_THAT(resp.status().message(), HasSubstr("not a regular file"));
+
+  { std::ofstream(dir / "f") << "x"; }
+  req.body_file = (dir / "f").string();
+  req.body = "also a string";
+  resp = Send(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), StatusCode::kInvalidArgument) << resp.status().ToString();
+}
+
+TEST(HttpStreamTest, SinkReceivesContentLengthBodyInOrder) {
+  // Larger than max_body_bytes: the limit does not apply to a sink.
+  const std::string data = Pattern(300 << 10);
+  std::vector<std::string> pieces = {
+      "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(data.size()) + "\r\n\r\n"};
+  for (size_t at = 0; at < data.size(); at += 50000) pieces.push_back(data.substr(at, 50000));
+  ScriptedHttpServer server({.pieces = pieces});
+  std::string got;
+  int calls = 0;
+  Request req = GetOf(server.Url("/blob"));
+  req.max_body_bytes = 1024;
+  req.body_sink = [&](std::string_view piece) {
+    ++calls;
+    got.append(piece);
+    return Status::Ok();
+  };
+  auto resp = Get(req);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->status, 200);
+  EXPECT_EQ(resp->body, "");
+  EXPECT_GT(calls, 1);
+  EXPECT_TRUE(got == data) << "sink got " << got.size() << " bytes";
+}
+
+TEST(HttpStreamTest, SinkReceivesChunkedBodyInOrder) {
+  ScriptedHttpServer server(
+      {.pieces = {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "5\r\nhel",
+                  "lo\r\n6;ext=1\r\n worl", "d\r\n3\r\n!!!\r\n0\r\n", "X-Trailer: 1\r\n\r\n"}});
+  std::string got;
+  Request req = GetOf(server.Url("/"));
+  req.body_sink = [&](std::string_view piece) {
+    got.append(piece);
+    return Status::Ok();
+  };
+  auto resp = Get(req);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->body, "");
+  EXPECT_EQ(got, "hello world!!!");
+}
+
+TEST(HttpStreamTest, ErrorBodiesAreKeptNotSunk) {
+  ScriptedHttpServer server(
+      {.pieces = {"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n", "not found"}});
+  bool called = false;
+  Request req = GetOf(server.Url("/"));
+  req.body_sink = [&](std::string_view) {
+    called = true;
+    return Status::Ok();
+  };
+  auto resp = Get(req);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->status, 404);
+  EXPECT_EQ(resp->body, "not found");
+  EXPECT_FALSE(called);
+}
+
+TEST(HttpStreamTest, SinkErrorStopsTheExchange) {
+  // The server promises 100 bytes, sends 5 and then holds the connection: only
+  // the sink's error can end this before the (long) deadline.
+  ScriptedHttpServer server(
+      {.pieces = {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabcde"}, .hold_open = true});
+  int calls = 0;
+  Request req = GetOf(server.Url("/blob"), std::chrono::seconds(60));
+  req.body_sink = [&](std::string_view) {
+    ++calls;
+    return FailedPrecondition("the disk is full");
+  };
+  auto resp = Get(req);
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.status().code(), StatusCode::kFailedPrecondition) << resp.status().ToString();
+  EXPECT_THAT(resp.status().message(), HasSubstr("the disk is full"));
+  EXPECT_THAT(resp.status().message(), HasSubstr(server.Url("/blob")));
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

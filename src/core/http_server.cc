@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -168,7 +170,21 @@ struct Server::Impl {
     size_t out_off = 0;  // bytes of head+body already sent
     bool close_after_write = false;
     bool peer_closed = false;
-    bool Writing() const { return out_off < out_head.size() + out_body.size(); }
+    // A body sent from a file (ServerResponse::body_file) after out_body,
+    // with sendfile: the file is never read into memory.
+    int out_file = -1;
+    uint64_t out_file_size = 0;
+    uint64_t out_file_off = 0;
+    ~Conn() { CloseOutFile(); }
+    void CloseOutFile() {
+      if (out_file >= 0) ::close(out_file);
+      out_file = -1;
+      out_file_size = out_file_off = 0;
+    }
+    bool Writing() const {
+      return out_off < out_head.size() + out_body.size() ||
+             (out_file >= 0 && out_file_off < out_file_size);
+    }
   };
 
   struct RouteEntry {
@@ -276,12 +292,41 @@ struct Server::Impl {
   // Queues a response. `head_only` (HEAD requests) keeps Content-Length but
   // sends no body.
   void Respond(Conn* c, ServerResponse&& resp, bool keep_alive, bool http10, bool head_only) {
+    c->CloseOutFile();
+    uint64_t body_size = resp.body.size();
+    if (!resp.body_file.empty()) {
+      int fd = ::open(resp.body_file.c_str(), O_RDONLY | O_CLOEXEC);
+      int open_errno = errno;
+      // An open descriptor keeps the data of an unlinked file readable.
+      if (resp.body_file_temporary) ::unlink(resp.body_file.c_str());
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int err = fd < 0 ? open_errno : errno;
+        if (err == 0) err = EINVAL;  // not a regular file
+        if (fd >= 0) ::close(fd);
+        ServerResponse failed;
+        failed.status = 500;
+        failed.body = "cannot read the response body '" + resp.body_file + "': " +
+                      std::strerror(err) + "\n";
+        resp = std::move(failed);
+        body_size = resp.body.size();
+      } else {
+        resp.body.clear();
+        body_size = static_cast<uint64_t>(st.st_size);
+        if (head_only) {
+          ::close(fd);
+        } else {
+          c->out_file = fd;
+          c->out_file_size = body_size;
+        }
+      }
+    }
     std::string& h = c->out_head;
     h.clear();
     h.append("HTTP/1.1 ").append(std::to_string(resp.status)).append(" ");
     h.append(ReasonPhrase(resp.status)).append("\r\n");
     h.append("Content-Type: ").append(resp.content_type).append("\r\n");
-    h.append("Content-Length: ").append(std::to_string(resp.body.size())).append("\r\n");
+    h.append("Content-Length: ").append(std::to_string(body_size)).append("\r\n");
     for (const auto& [k, v] : resp.headers) {
       // A handler must not be able to split the response.
       if (k.find_first_of("\r\n:") != std::string::npos ||
@@ -467,6 +512,7 @@ struct Server::Impl {
   // Drops the connection without sending anything more.
   static void Abort(Conn* c) {
     c->out_off = c->out_head.size() + c->out_body.size();
+    c->CloseOutFile();
     c->peer_closed = true;
     c->in.clear();
   }
@@ -474,6 +520,25 @@ struct Server::Impl {
   // Writes what the socket takes now. Returns false when the connection broke.
   bool Flush(Conn* c) {
     while (c->Writing()) {
+      if (c->out_off >= c->out_head.size() + c->out_body.size()) {
+        // Head and in-memory body are out: the file body, a MiB at a time.
+        off_t off = static_cast<off_t>(c->out_file_off);
+        size_t want = static_cast<size_t>(
+            std::min<uint64_t>(c->out_file_size - c->out_file_off, kReadChunkBytes));
+        ssize_t sent = ::sendfile(c->fd, c->out_file, &off, want);
+        if (sent < 0 && errno == EINTR) continue;
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        if (sent <= 0) {
+          // An error, or the file shrank under us: the declared length can
+          // no longer be met, so the client must see the connection end.
+          Abort(c);
+          return false;
+        }
+        c->out_file_off = static_cast<uint64_t>(off);
+        c->last_activity = SteadyClock::now();
+        if (c->out_file_off >= c->out_file_size) c->CloseOutFile();
+        continue;
+      }
       iovec iov[2];
       int n = 0;
       size_t off = c->out_off;

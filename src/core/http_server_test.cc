@@ -451,6 +451,64 @@ TEST(ServerStreamingTest, StreamedUploadOnlyNeedsToKeepMoving) {
   server.Stop();
 }
 
+TEST(ServerFileBodyTest, FileBodiesAreSentWholeAndTemporaryOnesRemoved) {
+  char dir_tmpl[] = "/tmp/gantry-filebody-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  std::string dir = dir_tmpl;
+  std::string data(5 * (1 << 20) + 123, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 131) % 251);
+  auto write = [&](const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+    std::fclose(f);
+  };
+  write(dir + "/kept");
+  write(dir + "/temp");
+  Server server;
+  server.Handle("/kept", [&](const ServerRequest&, ServerResponse* resp) {
+    resp->body_file = dir + "/kept";
+  });
+  server.Handle("/temp", [&](const ServerRequest&, ServerResponse* resp) {
+    resp->body_file = dir + "/temp";
+    resp->body_file_temporary = true;
+  });
+  server.Handle("/missing", [&](const ServerRequest&, ServerResponse* resp) {
+    resp->body_file = dir + "/nope";
+  });
+  ASSERT_TRUE(server.Start({}).ok());
+  std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  Request r;
+  r.url = base + "/kept";
+  r.deadline = std::chrono::seconds(20);
+  r.max_body_bytes = 64 << 20;
+  Result<Response> got = Get(r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, 200);
+  EXPECT_TRUE(got->body == data) << "body differs (size " << got->body.size() << ")";
+  r.url = base + "/temp";
+  got = Get(r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->body == data);
+  EXPECT_NE(::access((dir + "/temp").c_str(), F_OK), 0) << "temporary body file left behind";
+  EXPECT_EQ(::access((dir + "/kept").c_str(), F_OK), 0);
+  r.url = base + "/missing";
+  got = Get(r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->status, 500);
+  EXPECT_THAT(got->body, HasSubstr(dir + "/nope"));
+  // HEAD: the file's length, no body; a keep-alive connection stays usable.
+  RawClient c(server.port());
+  c.Send("HEAD /kept HTTP/1.1\r\nHost: x\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n"
+         "Connection: close\r\n\r\n");
+  std::string all = c.ReadAll();
+  EXPECT_THAT(all, HasSubstr("Content-Length: " + std::to_string(data.size()) + "\r\n"));
+  EXPECT_THAT(all, HasSubstr("HTTP/1.1 500"));
+  server.Stop();
+  ::unlink((dir + "/kept").c_str());
+  ::rmdir(dir.c_str());
+}
+
 TEST_F(ServerTest, ConnectionsBeyondTheLimitGet503) {
   StartServer({.max_connections = 1});
   RawClient first(server_.port());

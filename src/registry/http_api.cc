@@ -85,19 +85,27 @@ bool IsHex64(std::string_view s) {
   return true;
 }
 
+// Creates an empty temporary file "gantry-<what>-XXXXXX" in `dir` (empty:
+// the system temp directory) and returns its open descriptor.
+Result<int> CreateSpoolFile(const std::string& dir, std::string_view what, std::string* path) {
+  std::error_code ec;
+  std::string base = dir;
+  if (base.empty()) base = fs::temp_directory_path(ec).string();
+  if (base.empty()) base = "/tmp";
+  fs::create_directories(base, ec);
+  *path = (fs::path(base) / ("gantry-" + std::string(what) + "-XXXXXX")).string();
+  int fd = ::mkostemp(path->data(), O_CLOEXEC);
+  if (fd < 0) return IoError("creating a " + std::string(what) + " spool file in " + base, errno);
+  return fd;
+}
+
 // A streamed blob upload: written to a temporary spool file and hashed as
 // it arrives (http::BodySink); the file is removed when the request ends.
 class SpooledBlob final : public http::BodySink {
  public:
   static Result<std::shared_ptr<SpooledBlob>> Create(const std::string& dir) {
-    std::error_code ec;
-    std::string base = dir;
-    if (base.empty()) base = fs::temp_directory_path(ec).string();
-    if (base.empty()) base = "/tmp";
-    fs::create_directories(base, ec);
-    std::string path = (fs::path(base) / "gantry-upload-XXXXXX").string();
-    int fd = ::mkostemp(path.data(), O_CLOEXEC);
-    if (fd < 0) return IoError("creating an upload spool file in " + base, errno);
+    std::string path;
+    ASSIGN_OR_RETURN(int fd, CreateSpoolFile(dir, "upload", &path));
     auto out = std::shared_ptr<SpooledBlob>(new SpooledBlob(fd, path));
     if (out->ctx_ == nullptr || EVP_DigestInit_ex(out->ctx_, EVP_sha256(), nullptr) != 1) {
       return Internal("cannot initialise SHA-256");
@@ -432,6 +440,26 @@ Status Dispatch(Ctx& c, const http::ServerRequest& req, http::ServerResponse* re
     if (!IsHex64(hex))
       return InvalidArgument("digest '" + hex + "' must be 64 lowercase hex digits");
     std::string key = blob ? BlobKey(hex) : ManifestKey(hex);
+    if (method == "GET" && blob) {
+      // Blobs can be many GiB: fetched into a spool file that the server
+      // sends with sendfile and removes, never held in memory.
+      std::string spool;
+      ASSIGN_OR_RETURN(int fd, CreateSpoolFile(c.o.spool_dir, "download", &spool));
+      ::close(fd);
+      Status got = reg.artifacts().GetFile(key, spool);
+      if (!got.ok()) {
+        ::unlink(spool.c_str());
+        if (got.code() == StatusCode::kNotFound) {
+          return NotFound("blob sha256:" + hex + " is not stored");
+        }
+        return got;
+      }
+      resp->status = 200;
+      resp->content_type = "application/octet-stream";
+      resp->body_file = std::move(spool);
+      resp->body_file_temporary = true;
+      return Status::Ok();
+    }
     if (method == "GET") {
       auto data = reg.artifacts().Get(key);
       if (!data.ok()) {
@@ -904,12 +932,17 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
-Result<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("opening " + path, errno);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return IoError("reading " + path, errno);
-  return data;
+// Writes all of `data` to `fd`.
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("writing " + path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -981,15 +1014,142 @@ struct RemoteVersion {
 
 }  // namespace
 
+std::chrono::milliseconds BlobTransferDeadline(std::chrono::milliseconds base, uint64_t bytes) {
+  // 10 MB/s is 10,000 bytes per millisecond.
+  return base + std::chrono::milliseconds(bytes / 10'000);
+}
+
 Result<std::string> RemoteRegistry::GetRaw(const std::string& path) {
   http::Request r;
   r.url = o_.server + path;
-  r.deadline = o_.deadline;
-  r.max_body_bytes = 4ull << 30;
+  r.deadline = BlobTransferDeadline(o_.deadline, kMaxManifestBytes);
+  r.max_body_bytes = kMaxManifestBytes;
   if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
   ASSIGN_OR_RETURN(http::Response resp, http::Get(r));
   if (resp.status != 200) return StatusFromHttp(resp.status, resp.body, "GET " + path);
   return std::move(resp.body);
+}
+
+Status RemoteRegistry::PutBlob(const std::string& local, const FileEntry& f) {
+  // The server hashes every upload and refuses one that differs from the
+  // digest in the path; checking the size first catches most changes since
+  // hashing without sending a byte.
+  std::error_code ec;
+  uint64_t size = fs::file_size(local, ec);
+  if (ec) return IoError("reading the size of " + local, ec.value());
+  if (size != f.size) {
+    return FailedPrecondition("file " + local + " changed while it was being registered (" +
+                              std::to_string(size) + " bytes now, " + std::to_string(f.size) +
+                              " when hashed); retry");
+  }
+  http::Request r;
+  r.method = "PUT";
+  r.url = o_.server + std::string(kBlobs) + f.sha256;
+  r.deadline = BlobTransferDeadline(o_.deadline, f.size);
+  r.body_file = local;  // streamed from disk, never held whole
+  r.headers.push_back({"Content-Type", "application/octet-stream"});
+  if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
+  auto resp = http::Send(r);
+  if (!resp.ok()) return resp.status().WithContext("uploading " + f.path);
+  if (resp->status == 200 || resp->status == 201) return Status::Ok();
+  Status s = StatusFromHttp(resp->status, resp->body, "uploading " + f.path);
+  if (resp->status == 400) {
+    // The only 400 for a well-formed digest: the bytes hash to something else.
+    return FailedPrecondition("file " + local + " changed while it was being registered; retry (" +
+                              s.message() + ")");
+  }
+  return s;
+}
+
+namespace {
+
+// One blob download: the bytes go to a file (if any) and into SHA-256 as
+// they arrive; more than the listed size is refused at once, so a server
+// cannot fill the disk.
+class BlobReceiver {
+ public:
+  BlobReceiver(int fd, std::string path, uint64_t limit)
+      : fd_(fd), path_(std::move(path)), limit_(limit), ctx_(EVP_MD_CTX_new()) {}
+  ~BlobReceiver() {
+    if (fd_ >= 0) ::close(fd_);
+    EVP_MD_CTX_free(ctx_);
+  }
+  BlobReceiver(const BlobReceiver&) = delete;
+  BlobReceiver& operator=(const BlobReceiver&) = delete;
+
+  Status Init() {
+    if (ctx_ == nullptr || EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1) {
+      return Internal("cannot initialise SHA-256");
+    }
+    return Status::Ok();
+  }
+  // Sets *over when the server sent more than the limit.
+  Status Write(std::string_view piece) {
+    if (bytes_ + piece.size() > limit_) {
+      over_ = true;
+      return DataLoss("more than " + std::to_string(limit_) + " bytes");
+    }
+    bytes_ += piece.size();
+    EVP_DigestUpdate(ctx_, piece.data(), piece.size());
+    if (fd_ >= 0) return WriteAll(fd_, piece, path_);
+    return Status::Ok();
+  }
+  // Flushes and closes the file; the hex digest of what arrived.
+  Result<std::string> Finish() {
+    if (fd_ >= 0) {
+      int fd = fd_;
+      fd_ = -1;
+      if (::fsync(fd) != 0 || ::close(fd) != 0) return IoError("writing " + path_, errno);
+    }
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    return security::HexEncode(std::string_view(reinterpret_cast<char*>(md), 32));
+  }
+  uint64_t bytes() const { return bytes_; }
+  bool over() const { return over_; }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t limit_;
+  EVP_MD_CTX* ctx_;
+  uint64_t bytes_ = 0;
+  bool over_ = false;
+};
+
+}  // namespace
+
+Status RemoteRegistry::FetchBlob(const FileEntry& f, uint64_t size, int fd, const std::string& out,
+                                 const std::string& label) {
+  BlobReceiver rx(fd, out, size);
+  RETURN_IF_ERROR(rx.Init());
+  const std::string what = "file " + f.path + " of " + label;
+  http::Request r;
+  r.url = o_.server + std::string(kBlobs) + f.sha256;
+  r.deadline = BlobTransferDeadline(o_.deadline, size);
+  r.max_body_bytes = kMaxJsonBodyBytes;  // bounds error bodies only; the blob goes to the sink
+  r.body_sink = [&rx](std::string_view piece) { return rx.Write(piece); };
+  if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
+  auto resp = http::Get(r);
+  if (!resp.ok()) {
+    if (rx.over()) {
+      return DataLoss(what + " was modified: the server sent more than the " +
+                      std::to_string(size) + " bytes the manifest lists; nothing written");
+    }
+    return resp.status().WithContext(what);
+  }
+  if (resp->status != 200) {
+    return StatusFromHttp(resp->status, resp->body, "GET " + std::string(kBlobs) + f.sha256)
+        .WithContext(what);
+  }
+  ASSIGN_OR_RETURN(std::string got, rx.Finish());
+  if (got != f.sha256 || rx.bytes() != size) {
+    return DataLoss(what + " was modified: downloaded sha256 " + got + " (" +
+                    std::to_string(rx.bytes()) + " bytes), manifest says " + f.sha256 + " (" +
+                    std::to_string(size) + " bytes); nothing written");
+  }
+  return Status::Ok();
 }
 
 Result<Json> RemoteRegistry::Register(const RegisterRequest& req) {
@@ -999,23 +1159,7 @@ Result<Json> RemoteRegistry::Register(const RegisterRequest& req) {
   Json files = Json::array();
   for (const auto& f : m.files) {
     std::string local = is_dir ? (fs::path(req.path) / f.path).string() : req.path;
-    ASSIGN_OR_RETURN(std::string data, ReadWhole(local));
-    // Re-hash what we send: a file changed since hashing must not be sent
-    // under the old digest (the server would refuse it anyway).
-    if (security::Sha256Hex(data) != f.sha256) {
-      return FailedPrecondition("file " + local + " changed while it was being registered; retry");
-    }
-    http::Request r;
-    r.method = "PUT";
-    r.url = o_.server + std::string(kBlobs) + f.sha256;
-    r.deadline = o_.deadline;
-    r.body = std::move(data);
-    r.headers.push_back({"Content-Type", "application/octet-stream"});
-    if (!o_.credential.empty()) r.headers.push_back({"Authorization", "Bearer " + o_.credential});
-    ASSIGN_OR_RETURN(http::Response resp, http::Send(r));
-    if (resp.status != 200 && resp.status != 201) {
-      return StatusFromHttp(resp.status, resp.body, "uploading " + f.path);
-    }
+    RETURN_IF_ERROR(PutBlob(local, f));
     files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
   }
   Json tags = Json::object();
@@ -1031,6 +1175,12 @@ Result<Json> RemoteRegistry::Register(const RegisterRequest& req) {
                {"tags", tags},     {"run_id", req.lineage.run_id},   {"lineage", lineage}};
   ASSIGN_OR_RETURN(Json out, Call("POST", "model-versions/create", body));
   return out["model_version"];
+}
+
+Result<Json> RemoteRegistry::RegisterCheckpoint(RegisterRequest req, const CheckpointSource& src) {
+  RETURN_IF_ERROR(ValidateModelName(req.name));
+  ASSIGN_OR_RETURN(RegisterRequest resolved, ReadCheckpointStep(std::move(req), src));
+  return Register(resolved);
 }
 
 // Fetches and cross-checks a version's manifest (see RemoteVersion).
@@ -1138,34 +1288,47 @@ Result<VerifyReport> RemoteRegistry::Download(std::string_view ref, const std::s
   auto cleanup = [&] {
     if (write) fs::remove_all(tmp, ec);
   };
+  std::mt19937_64 part_rng(std::random_device{}());
   for (const auto& f : m.files) {
-    RETURN_IF_ERROR(ValidateFilePath(f.path));  // ParseStatement checked; keep it local too
-    auto data = GetRaw(std::string(kBlobs) + f.sha256);
-    if (!data.ok()) {
+    Status valid = ValidateFilePath(f.path);  // ParseStatement checked; keep it local too
+    if (!valid.ok()) {
       cleanup();
-      return data.status().WithContext("file " + f.path + " of " + rv.label);
+      return valid;
     }
-    std::string got = security::Sha256Hex(*data);
-    if (got != f.sha256 || data->size() != rv.sizes[f.path]) {
-      cleanup();
-      return DataLoss("file " + f.path + " of " + rv.label + " was modified: downloaded sha256 " +
-                      got + " (" + std::to_string(data->size()) + " bytes), manifest says " +
-                      f.sha256 + " (" + std::to_string(rv.sizes[f.path]) +
-                      " bytes); nothing written");
-    }
-    if (write) {
-      fs::path out = tmp / f.path;
-      fs::create_directories(out.parent_path(), ec);
-      std::ofstream o(out, std::ios::binary | std::ios::trunc);
-      o.write(data->data(), static_cast<std::streamsize>(data->size()));
-      o.close();
-      if (!o) {
+    uint64_t size = rv.sizes[f.path];
+    if (!write) {
+      Status s = FetchBlob(f, size, -1, "", rv.label);
+      if (!s.ok()) return s;
+    } else {
+      // Into a fresh temporary file first, renamed to its name only once its
+      // digest and size match (the whole directory is renamed at the end).
+      // A name no manifest file has yet (O_EXCL), with the umask's mode.
+      std::string part;
+      int pfd = -1;
+      for (int attempt = 0; pfd < 0 && attempt < 100; ++attempt) {
+        part = (tmp / (".part-" + std::to_string(part_rng() % 1000000000))).string();
+        pfd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (pfd < 0 && errno != EEXIST) break;
+      }
+      if (pfd < 0) {
+        Status s = IoError("creating a temporary file in " + tmp.string(), errno);
         cleanup();
-        return IoError("writing " + out.string(), errno);
+        return s;
+      }
+      Status s = FetchBlob(f, size, pfd, part, rv.label);
+      fs::path out = tmp / f.path;
+      if (s.ok()) {
+        fs::create_directories(out.parent_path(), ec);
+        fs::rename(part, out, ec);
+        if (ec) s = IoError("renaming into " + out.string(), ec.value());
+      }
+      if (!s.ok()) {
+        cleanup();
+        return s;
       }
     }
     rep.files++;
-    rep.bytes += data->size();
+    rep.bytes += size;
   }
   if (!write) return rep;
   if (options.write_signature && !rep.verified_keyids.empty()) {

@@ -1,7 +1,9 @@
 // End to end over a real socket: a registry served on 127.0.0.1:0 with API
 // keys, used through RemoteRegistry (the client `gantry registry --server`
 // uses): register from a directory, alias compare-and-set, download with
-// verification, an unauthenticated write refused, the audit log verified.
+// verification, an unauthenticated write refused, the audit log verified;
+// streamed transfers of large files, --from-ckpt through the server, and
+// tampered downloads leaving nothing under the final name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,8 +12,10 @@
 #include <functional>
 #include <map>
 
+#include "gantry/ckpt/manager.h"
 #include "gantry/core/http_client.h"
 #include "gantry/registry/http_api.h"
+#include "response_body.h"
 #include "gantry/security/crypto.h"
 
 namespace gantry::registry {
@@ -193,7 +197,10 @@ struct Served {
       http::ServerRequest r = req;
       r.path = req.path.substr(5);  // "/evil/api/2.0/..." -> "/api/2.0/..."
       HandleHttpRequest(*reg, api, r, resp);
-      if (tamper) tamper(r, resp);
+      if (tamper) {
+        LoadBodyFile(resp);
+        tamper(r, resp);
+      }
     });
     http::ServerOptions so;
     so.max_body_bytes = max_body;
@@ -555,6 +562,202 @@ TEST(RegistryHttpIntegration, BlobUploadsAreStreamedAndBounded) {
   size_t left = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(srv.root / "spool")) ++left;
   EXPECT_EQ(left, 0u);
+}
+
+// Deterministic bytes that differ at every offset class (not a repeated block).
+std::string Pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    s[i] = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+// Entries directly under `dir` whose names start with `prefix`.
+std::vector<std::string> Named(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.starts_with(prefix)) out.push_back(n);
+  }
+  return out;
+}
+
+TEST(RegistryHttpIntegration, LargeFileRoundTripIsStreamedAndByteIdentical) {
+  // The server buffers at most 64 KiB of any body; the file is 24 MiB + odd bytes.
+  Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
+  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  fs::create_directories(srv.root / "m/shards");
+  const std::string big = Pattern((24 << 20) + 4097, 7);
+  { std::ofstream(srv.root / "m/shards/model-00001.safetensors", std::ios::binary) << big; }
+  std::ofstream(srv.root / "m/config.json") << R"({"hidden": 4096})";
+  RegisterRequest req;
+  req.name = "big-llm";
+  req.path = (srv.root / "m").string();
+  auto v = w.Register(req);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)["total_bytes"].get<uint64_t>(), big.size() + 16);
+  ASSERT_TRUE(srv.reg->Verify("big-llm/1").ok());
+  auto stored = srv.reg->artifacts().Get(BlobKey(security::Sha256Hex(big)));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_TRUE(*stored == big) << "the server stored different bytes";
+
+  auto rep = r.Download("big-llm/1", (srv.root / "out").string(), false);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->files, 2u);
+  EXPECT_EQ(rep->bytes, big.size() + 16);
+  std::string got = Slurp(srv.root / "out/shards/model-00001.safetensors");
+  EXPECT_EQ(got.size(), big.size());
+  EXPECT_TRUE(got == big) << "the downloaded file differs";
+  EXPECT_EQ(Slurp(srv.root / "out/config.json"), R"({"hidden": 4096})");
+  // Only the model's files: no temporary pieces inside, no temporary sibling.
+  EXPECT_TRUE(Named(srv.root / "out", ".part-").empty());
+  EXPECT_TRUE(Named(srv.root, ".out.tmp-").empty());
+  // verify --server (no destination) streams and hashes without writing.
+  auto checked = r.Download("big-llm/1", "", false);
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_EQ(checked->bytes, big.size() + 16);
+}
+
+TEST(RegistryHttpIntegration, TamperedDownloadLeavesNothingUnderTheFinalName) {
+  Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
+  RemoteRegistry w = srv.Client("writer");
+  fs::create_directories(srv.root / "m");
+  const std::string big = Pattern(6 << 20, 11);
+  { std::ofstream(srv.root / "m/weights.bin", std::ios::binary) << big; }
+  std::ofstream(srv.root / "m/config.json") << "{}";
+  RegisterRequest req;
+  req.name = "llm";
+  req.path = (srv.root / "m").string();
+  ASSERT_TRUE(w.Register(req).ok());
+  RemoteRegistry evil = srv.Client("reader", /*evil=*/true);
+  ASSERT_TRUE(evil.Download("llm/1", "", false).ok());  // no tampering yet
+
+  // An existing destination that an overwrite would replace: it must survive
+  // a failed download untouched.
+  fs::create_directories(srv.root / "prod");
+  std::ofstream(srv.root / "prod/weights.bin") << "the old, good model";
+  RemoteDownloadOptions overwrite;
+  overwrite.overwrite = true;
+  auto expect_nothing_written = [&](const std::string& what) {
+    EXPECT_FALSE(fs::exists(srv.root / "fresh")) << what;
+    EXPECT_EQ(Slurp(srv.root / "prod/weights.bin"), "the old, good model") << what;
+    EXPECT_EQ(fs::directory_iterator(srv.root / "prod")->path().filename(), "weights.bin") << what;
+    EXPECT_TRUE(Named(srv.root, ".fresh.tmp-").empty()) << what;
+    EXPECT_TRUE(Named(srv.root, ".prod.tmp-").empty()) << what;
+  };
+
+  // The last byte of the large file flipped: detected only after (almost)
+  // all of it was streamed to disk.
+  srv.tamper = [](const http::ServerRequest& hreq, http::ServerResponse* resp) {
+    if (hreq.path.find("/blobs/") != std::string::npos && resp->body.size() > (1 << 20)) {
+      resp->body.back() = static_cast<char>(resp->body.back() ^ 1);
+    }
+  };
+  for (const char* dest : {"fresh", "prod"}) {
+    auto bad = evil.Download("llm/1", (srv.root / dest).string(), overwrite);
+    ASSERT_FALSE(bad.ok()) << dest;
+    EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+    EXPECT_NE(bad.status().message().find("weights.bin of llm/1 was modified"), std::string::npos)
+        << bad.status().message();
+    expect_nothing_written(dest);
+  }
+  // More bytes than the manifest lists: refused as they arrive.
+  srv.tamper = [](const http::ServerRequest& hreq, http::ServerResponse* resp) {
+    if (hreq.path.find("/blobs/") != std::string::npos && resp->body.size() > (1 << 20)) {
+      resp->body += std::string(3 << 20, 'x');
+    }
+  };
+  auto longer = evil.Download("llm/1", (srv.root / "fresh").string(), overwrite);
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().code(), StatusCode::kDataLoss) << longer.status().ToString();
+  EXPECT_NE(longer.status().message().find("more than the " + std::to_string(big.size())),
+            std::string::npos)
+      << longer.status().message();
+  expect_nothing_written("longer");
+  // Fewer bytes (a truncated blob with a consistent length).
+  srv.tamper = [](const http::ServerRequest& hreq, http::ServerResponse* resp) {
+    if (hreq.path.find("/blobs/") != std::string::npos && resp->body.size() > (1 << 20)) {
+      resp->body.resize(resp->body.size() / 2);
+    }
+  };
+  auto shorter = evil.Download("llm/1", (srv.root / "prod").string(), overwrite);
+  ASSERT_FALSE(shorter.ok());
+  EXPECT_EQ(shorter.status().code(), StatusCode::kDataLoss) << shorter.status().ToString();
+  expect_nothing_written("shorter");
+
+  // Without tampering the overwrite goes through.
+  srv.tamper = nullptr;
+  auto good = evil.Download("llm/1", (srv.root / "prod").string(), overwrite);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_TRUE(Slurp(srv.root / "prod/weights.bin") == big);
+}
+
+TEST(RegistryHttpIntegration, RegisterFromCheckpointThroughTheServer) {
+  Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
+  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  ckpt::Options o;
+  o.root = (srv.root / "ckpt").string();
+  o.run = "run-17";
+  o.direct_io = false;
+  auto mgr = ckpt::CheckpointManager::Open(o);
+  ASSERT_TRUE(mgr.ok()) << mgr.status().ToString();
+  std::vector<float> wts(1 << 20);  // 4 MiB of weights
+  for (size_t i = 0; i < wts.size(); ++i) wts[i] = static_cast<float>(i % 977) * 0.5f;
+  ckpt::TensorView t{"w",
+                     ckpt::DType::kF32,
+                     {static_cast<int64_t>(wts.size())},
+                     wts.data(),
+                     wts.size() * sizeof(float)};
+  Json meta = {{"metrics", {{"eval_loss", 1.82}}}};
+  ASSERT_TRUE((*mgr)->Save(100, std::span<const ckpt::TensorView>(&t, 1), meta).ok());
+  wts[0] = 42.0f;
+  ASSERT_TRUE((*mgr)->Save(200, std::span<const ckpt::TensorView>(&t, 1), meta).ok());
+  mgr->reset();
+
+  RegisterRequest req;
+  req.name = "llama-ft";
+  req.lineage.code_commit = "abc123";
+  CheckpointSource src{o.root, "run-17", std::nullopt};
+  auto v = w.RegisterCheckpoint(req, src);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ((*v)["version"], "1");
+  // Lineage as the local --from-ckpt fills it in, recorded by the server.
+  auto got = srv.reg->Resolve("llama-ft/1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->tags.at("ckpt.step"), "200");
+  EXPECT_EQ(got->lineage.run_id, "run-17");
+  EXPECT_EQ(got->lineage.code_commit, "abc123");
+  EXPECT_EQ(got->lineage.metrics["eval_loss"], 1.82);
+  ASSERT_TRUE(got->lineage.source.starts_with("ckpt:")) << got->lineage.source;
+  EXPECT_NE(got->lineage.source.find("step-0000000200"), std::string::npos);
+  ASSERT_TRUE(srv.reg->Verify("llama-ft/1").ok());
+
+  // Every file of the step comes back byte-identical.
+  fs::path step = got->lineage.source.substr(5);
+  auto rep = r.Download("llama-ft/1", (srv.root / "out").string(), false);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  size_t compared = 0;
+  for (const auto& e : fs::recursive_directory_iterator(step)) {
+    if (!e.is_regular_file()) continue;
+    fs::path rel = fs::relative(e.path(), step);
+    EXPECT_TRUE(Slurp(e.path()) == Slurp(srv.root / "out" / rel)) << rel;
+    ++compared;
+  }
+  EXPECT_EQ(compared, rep->files);
+  EXPECT_GE(rep->bytes, wts.size() * sizeof(float));
+
+  // A chosen step; a step that does not exist is NotFound and registers nothing.
+  src.step = 100;
+  auto v100 = w.RegisterCheckpoint(req, src);
+  ASSERT_TRUE(v100.ok()) << v100.status().ToString();
+  EXPECT_EQ(srv.reg->Resolve("llama-ft/2")->tags.at("ckpt.step"), "100");
+  src.step = 150;
+  auto missing = w.RegisterCheckpoint(req, src);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+  EXPECT_FALSE(srv.reg->Resolve("llama-ft/3").ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Handler-level tests of the registry HTTP API (no sockets): reads, writes,
 // the reader/writer/admin matrix, 401/403 shapes, bad JSON, size limits.
 #include "gantry/registry/http_api.h"
+#include "response_body.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -85,6 +86,7 @@ class HttpApiTest : public ::testing::Test {
     }
     http::ServerResponse resp;
     HandleHttpRequest(*reg_, opts_, req, &resp);
+    LoadBodyFile(&resp);
     return resp;
   }
   static Json J(const http::ServerResponse& r) { return Json::parse(r.body, nullptr, false); }

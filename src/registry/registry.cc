@@ -197,8 +197,7 @@ Result<ModelVersion> Registry::Register(const RegisterRequest& req) {
   return meta_->GetVersion(req.name, n);
 }
 
-Result<ModelVersion> Registry::RegisterCheckpoint(RegisterRequest req,
-                                                  const CheckpointSource& src) {
+Result<RegisterRequest> ReadCheckpointStep(RegisterRequest req, const CheckpointSource& src) {
   if (storage::IsRemoteUrl(src.root)) {
     return Unimplemented("--from-ckpt " + src.root +
                          " is remote; register from a local checkpoint root (download the step "
@@ -241,7 +240,13 @@ Result<ModelVersion> Registry::RegisterCheckpoint(RegisterRequest req,
     }
   }
   req.tags.emplace("ckpt.step", std::to_string(info.step));
-  return Register(req);
+  return req;
+}
+
+Result<ModelVersion> Registry::RegisterCheckpoint(RegisterRequest req,
+                                                  const CheckpointSource& src) {
+  ASSIGN_OR_RETURN(RegisterRequest resolved, ReadCheckpointStep(std::move(req), src));
+  return Register(resolved);
 }
 
 Result<ModelVersion> Registry::Resolve(std::string_view ref) {

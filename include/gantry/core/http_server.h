@@ -65,6 +65,14 @@ struct ServerResponse {
   std::string content_type = "text/plain; charset=utf-8";
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
   std::string body;
+  // When set, the body is this regular file's contents instead of `body`
+  // (Content-Length from its size, sent with sendfile, never read into
+  // memory). A file that cannot be opened turns the answer into a 500 naming
+  // it; one that shrinks while being sent ends the connection early.
+  std::string body_file;
+  // The server removes body_file once it has opened it (or failed to): for
+  // a temporary file made just for this answer.
+  bool body_file_temporary = false;
 };
 
 using Handler = std::function<void(const ServerRequest&, ServerResponse*)>;

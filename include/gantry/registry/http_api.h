@@ -56,6 +56,7 @@
 // the per-request audit actor set on the Registry cannot interleave.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -120,8 +121,14 @@ void AddHttpRoutes(Registry& reg, HttpApiOptions options, http::Server& server);
 struct RemoteOptions {
   std::string server;      // "http://127.0.0.1:5000"
   std::string credential;  // API key or JWT, sent as "Authorization: Bearer"
+  // One hard deadline per request. A blob upload or download gets this plus
+  // one second per 10 MB of the file (the slowest link it tolerates is
+  // 10 MB/s): 60 s + 20 s for a 200 MB file with the default.
   std::chrono::milliseconds deadline{60000};
 };
+
+// The deadline of one blob transfer of `bytes` (see RemoteOptions::deadline).
+std::chrono::milliseconds BlobTransferDeadline(std::chrono::milliseconds base, uint64_t bytes);
 
 // Verify-before-use on the client: the server is not trusted for integrity.
 struct RemoteDownloadOptions {
@@ -152,12 +159,23 @@ class RemoteRegistry {
   // the models:/ spellings.
   Result<Json> GetVersion(std::string_view ref);
 
-  // Hashes `path` (as the local register does), uploads the blobs the server
-  // does not have, then creates the version from the manifest.
+  // Hashes `path` (as the local register does), uploads every file, then
+  // creates the version from the manifest. Each file is streamed from disk
+  // (memory stays bounded by one piece, not by the file); the server stores
+  // a blob once (an upload of a blob it has is not rewritten) and hashes
+  // every upload itself, so a file changed after hashing is refused
+  // (FailedPrecondition "... changed while it was being registered").
   Result<Json> Register(const RegisterRequest& req);
+  // `register --from-ckpt` through the server: reads the checkpoint step
+  // locally with ReadCheckpointStep (verified, lineage filled in) and
+  // registers its directory with Register.
+  Result<Json> RegisterCheckpoint(RegisterRequest req, const CheckpointSource& src);
   // Resolves `ref` ("name/3", "name@alias", "name"), downloads the manifest
-  // and every blob into a temporary sibling of `dest`, then renames into
-  // place. Checks, in order: the manifest hashes to the recorded digest and
+  // and streams every blob into a temporary sibling directory of `dest`
+  // (each to a temporary file, hashed as it arrives, at most its listed size
+  // accepted, renamed only once its digest and size match), then renames the
+  // directory into place. Memory stays bounded by one piece, not by a file.
+  // Checks, in order: the manifest hashes to the recorded digest and
   // lists exactly the server's files (DataLoss "missing file X" / "extra file
   // X" otherwise); the version's DSSE signatures against options.trusted
   // (PermissionDenied for an unsigned version when signatures are required,
@@ -181,7 +199,14 @@ class RemoteRegistry {
 
  private:
   Result<Json> CallPath(std::string_view method, const std::string& path, const Json& body);
+  // A small GET (a manifest), bounded by kMaxManifestBytes.
   Result<std::string> GetRaw(const std::string& path);
+  // Uploads one file (streamed) under its digest.
+  Status PutBlob(const std::string& local, const FileEntry& f);
+  // Streams one blob into `fd` (owned and closed; -1: only hash it), named
+  // `out` in messages, checking its digest and `size`.
+  Status FetchBlob(const FileEntry& f, uint64_t size, int fd, const std::string& out,
+                   const std::string& label);
   RemoteOptions o_;
 };
 

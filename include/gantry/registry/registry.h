@@ -272,6 +272,16 @@ struct CheckpointSource {
   std::optional<int64_t> step;  // nullopt = the latest step that verifies
 };
 
+// Reads a checkpoint step for `register --from-ckpt`, local or through a
+// server (RemoteRegistry::RegisterCheckpoint): the committed step `src.step`
+// (verified in full first) or the latest step that verifies. Returns `req`
+// with path = the step directory, lineage.source = "ckpt:<step dir>",
+// lineage.run_id = src.run when empty, lineage.metrics = the step's metadata
+// "metrics" when empty, and the tag ckpt.step. Errors: Unimplemented for a
+// remote root (az://...), NotFound for a run or step that does not exist,
+// DataLoss for a step that does not verify.
+Result<RegisterRequest> ReadCheckpointStep(RegisterRequest req, const CheckpointSource& src);
+
 struct ExportOptions {
   // Refuse unless a trusted signature covers the manifest (also forced on by
   // the registry policy "require_signatures").
