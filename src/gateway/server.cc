@@ -53,7 +53,10 @@ using internal::Shared;
 constexpr size_t kReadChunk = 16 << 10;
 constexpr size_t kMaxSniffedResponse = 4 << 20;  // usage is read from bodies up to this size
 constexpr size_t kMaxModelLabels = 256;         // bound on distinct `model` label values
-constexpr auto kPeekAfter = std::chrono::milliseconds(200);  // see the pool in Proxy()
+// How long a pooled connection may have been idle before it is peeked for a
+// close (see the pool in Proxy()): requests that may be repeated, and the rest.
+constexpr auto kPeekAfter = std::chrono::milliseconds(200);
+constexpr auto kPeekAfterOnce = std::chrono::milliseconds(1);
 
 auto Nothrow(error_code& ec) { return asio::redirect_error(use_awaitable, ec); }
 
@@ -1286,13 +1289,16 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
     // it or sent bytes nobody asked for; either way it cannot carry a request.
     // Backends close idle connections after seconds (uvicorn 5 s, nginx 75 s),
     // so for a request that may be sent again (below) one idle for less than
-    // kPeekAfter is taken without the extra syscall. Any other request always
-    // peeks: a backend that crashed a moment ago leaves closed connections in
-    // the pool, and a POST written into one could not be retried.
+    // kPeekAfter is taken without the extra syscall. Any other request peeks
+    // a connection idle for longer than a tick of the coarse clock (1-4 ms):
+    // a backend that crashed a
+    // moment ago leaves closed connections in the pool, and a POST written
+    // into one could not be retried. Under load the pool is LIFO and its top
+    // was idle for microseconds, so the busy path keeps skipping the syscall.
     while (attempt == 0 && !pool.empty()) {
       Pooled cand = std::move(pool.back());
       pool.pop_back();
-      if (idempotent && CoarseNow() - cand.since < kPeekAfter) {
+      if (CoarseNow() - cand.since < (idempotent ? kPeekAfter : kPeekAfterOnce)) {
         up = std::move(cand.sock);
         reused = true;
         break;
