@@ -28,6 +28,7 @@
 #include <variant>
 
 #include "gantry/registry/registry.h"
+#include "store_schema.h"
 
 namespace gantry::registry {
 namespace {
@@ -36,51 +37,13 @@ constexpr int64_t kSchemaVersion = 1;
 // Arbitrary constant key for pg_advisory_xact_lock while creating the schema.
 constexpr int64_t kSchemaLockKey = 0x47616e7472795267;  // "GantryRg"
 
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS gantry_registry_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS models (
-  name TEXT PRIMARY KEY, description TEXT NOT NULL, created BIGINT NOT NULL,
-  updated BIGINT NOT NULL, next_version BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS versions (
-  model TEXT NOT NULL, version BIGINT NOT NULL, description TEXT NOT NULL,
-  created BIGINT NOT NULL, manifest_sha256 TEXT NOT NULL, subject_sha256 TEXT NOT NULL,
-  total_bytes BIGINT NOT NULL, source TEXT NOT NULL, run_id TEXT NOT NULL,
-  code_commit TEXT NOT NULL, parent TEXT NOT NULL, metrics TEXT NOT NULL,
-  PRIMARY KEY (model, version));
-CREATE TABLE IF NOT EXISTS version_files (
-  model TEXT NOT NULL, version BIGINT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
-  size BIGINT NOT NULL, PRIMARY KEY (model, version, path));
-CREATE TABLE IF NOT EXISTS version_datasets (
-  model TEXT NOT NULL, version BIGINT NOT NULL, digest TEXT NOT NULL,
-  PRIMARY KEY (model, version, digest));
-CREATE TABLE IF NOT EXISTS tags (
-  model TEXT NOT NULL, version BIGINT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-  PRIMARY KEY (model, version, key));
-CREATE TABLE IF NOT EXISTS aliases (
-  model TEXT NOT NULL, alias TEXT NOT NULL, version BIGINT NOT NULL,
-  PRIMARY KEY (model, alias));
-CREATE TABLE IF NOT EXISTS signatures (
-  model TEXT NOT NULL, version BIGINT NOT NULL, keyid TEXT NOT NULL, bundle TEXT NOT NULL,
-  created BIGINT NOT NULL, PRIMARY KEY (model, version, keyid));
-CREATE TABLE IF NOT EXISTS trusted_keys (
-  keyid TEXT PRIMARY KEY, algorithm TEXT NOT NULL, public_pem TEXT NOT NULL,
-  comment TEXT NOT NULL, created BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS versions_run ON versions (run_id);
-CREATE INDEX IF NOT EXISTS datasets_digest ON version_datasets (digest);
-CREATE INDEX IF NOT EXISTS files_sha256 ON version_files (sha256);
-CREATE INDEX IF NOT EXISTS versions_manifest ON versions (manifest_sha256);
-)sql";
-
-// settings key remembering a deleted model's version counter (see
-// MetadataStore::DeleteModel).
-std::string NextVersionKey(std::string_view name) {
-  return "model_next_version:" + std::string(name);
-}
-
-// Per-version rows, children first (the versions row last).
-constexpr const char* kVersionTables[] = {"version_files", "version_datasets", "tags",
-                                          "aliases",       "signatures",       "versions"};
+// PostgreSQL alone records the schema version (many machines share one
+// database and must agree on it).
+constexpr const char* kMetaTable =
+    "CREATE TABLE IF NOT EXISTS gantry_registry_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);";
+using store::kSchema;
+using store::kVersionTables;
+using store::NextVersionKey;
 
 using Arg = std::variant<int64_t, std::string>;
 
@@ -131,6 +94,7 @@ class PostgresStore final : public MetadataStore {
     std::lock_guard lock(mu_);
     Status tx = Tx(false, [&]() -> Status {
       RETURN_IF_ERROR(Exec("SELECT pg_advisory_xact_lock($1)", {kSchemaLockKey}).status());
+      RETURN_IF_ERROR(ExecScript(kMetaTable));
       RETURN_IF_ERROR(ExecScript(kSchema));
       ASSIGN_OR_RETURN(auto r, Exec("SELECT value FROM gantry_registry_meta WHERE key = "
                                     "'schema_version'",
