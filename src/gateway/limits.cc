@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -247,10 +248,12 @@ double CeilRetry(double s) {
 
 // --- Per-request plan ------------------------------------------------------------------
 
+constexpr size_t kShards = 64;
+
 struct PlannedBucket {
   const BucketRule* rule;
   std::string key;  // "<rule id>|<subject>"
-  double cost;
+  size_t shard;     // LimiterState::shards index of `key`
 };
 
 const std::string kNoRule;
@@ -261,16 +264,39 @@ struct PlannedCounter {
   std::string period;
   bool tokens = false;
   int64_t limit = 0;  // 0 = tracked only
-  int64_t cost = 0;
   int64_t window_end_s = 0;
   const std::string* rule;  // readable id of the strictest rule
 };
 
-struct Plan {
+}  // namespace
+
+// What one subject (key, role, model) is charged against under one rules
+// snapshot on one UTC day. It does not depend on the request otherwise, so
+// each loop builds it once and reuses it (the strings and lookups here were
+// most of the limiter's cost per request); Admission::settle keeps it for
+// Settle().
+struct LimiterPlan {
+  std::shared_ptr<const Rules> rules;  // owns what `rule` pointers point into
   std::vector<PlannedBucket> buckets;
   std::vector<PlannedCounter> counters;
-  Windows win;
-  double estimate = 0;
+  std::string day;           // the UTC day it was built for ("" = no counters)
+  bool limited = false;      // some bucket or counter has a limit
+  bool token_work = false;   // some token bucket or token counter (Settle corrects it)
+};
+
+namespace {
+
+// One request's view of its plan: the plan plus what this request costs.
+struct Plan {
+  std::shared_ptr<const LimiterPlan> shape;
+  double estimate = 0;  // >= 0
+  int64_t tok = 0;      // the estimate rounded, for token counters
+  double now_frac_s = 0;
+
+  const std::vector<PlannedBucket>& buckets() const { return shape->buckets; }
+  const std::vector<PlannedCounter>& counters() const { return shape->counters; }
+  double Cost(const PlannedBucket& b) const { return b.rule->tokens ? estimate : 1.0; }
+  int64_t Cost(const PlannedCounter& c) const { return c.tokens ? tok : 1; }
 };
 
 std::string_view SubjectValue(Scope s, const Subject& subj) {
@@ -308,9 +334,9 @@ bool Applies(Scope scope, const std::string& match, const Subject& subj) {
   return match == "*" || security::GlobMatch(match, v);
 }
 
-// `rule` points into the Rules snapshot, which outlives the plan (Admit holds it).
-void AddCounter(Plan& p, const std::string& subject, const std::string& period, bool tokens,
-                int64_t limit, int64_t cost, int64_t end, const std::string* rule) {
+// `rule` points into the Rules snapshot, which the plan holds.
+void AddCounter(LimiterPlan& p, const std::string& subject, const std::string& period,
+                bool tokens, int64_t limit, int64_t end, const std::string* rule) {
   for (auto& c : p.counters) {
     if (c.subject == subject && c.period == period && c.tokens == tokens) {
       if (limit > 0 && (c.limit == 0 || limit < c.limit)) {
@@ -320,44 +346,50 @@ void AddCounter(Plan& p, const std::string& subject, const std::string& period, 
       return;
     }
   }
-  p.counters.push_back(PlannedCounter{subject, period, tokens, limit, cost, end, rule});
+  p.counters.push_back(PlannedCounter{subject, period, tokens, limit, end, rule});
 }
 
-Plan MakePlan(const Rules& rules, const Subject& subj, double estimate,
-              std::chrono::system_clock::time_point wall) {
-  Plan p;
-  p.estimate = std::max(0.0, estimate);
+std::shared_ptr<const LimiterPlan> MakePlan(std::shared_ptr<const Rules> rules_ptr,
+                                            const Subject& subj, const Windows& win) {
+  auto p = std::make_shared<LimiterPlan>();
+  const Rules& rules = *rules_ptr;
+  p->rules = std::move(rules_ptr);
   for (const auto& b : rules.buckets) {
     if (!Applies(b.scope, b.match, subj)) continue;
     std::string key = b.id + "|" + SubjectName(b.scope, SubjectValue(b.scope, subj));
     bool dup = false;
-    for (const auto& e : p.buckets) dup = dup || e.key == key;
+    for (const auto& e : p->buckets) dup = dup || e.key == key;
     if (dup) continue;  // identical rules listed twice must not charge twice
-    p.buckets.push_back(PlannedBucket{&b, std::move(key), b.tokens ? p.estimate : 1.0});
+    const size_t shard = std::hash<std::string>{}(key) % kShards;
+    p->buckets.push_back(PlannedBucket{&b, std::move(key), shard});
+    p->limited = true;
+    p->token_work = p->token_work || b.tokens;
   }
   const bool key_present = !subj.key_id.empty();
   bool need_windows = key_present;
   for (const auto& q : rules.quotas) need_windows = need_windows || Applies(q.scope, q.match, subj);
   if (!need_windows) return p;
-  p.win = WindowsAt(wall);
-  const int64_t tok = std::llround(p.estimate);
+  p->day = win.day;
   for (const auto& q : rules.quotas) {
     if (!Applies(q.scope, q.match, subj)) continue;
     const std::string subject = SubjectName(q.scope, SubjectValue(q.scope, subj));
-    AddCounter(p, subject, p.win.day, false, q.calls_day, 1, p.win.day_end_s, &q.calls_day_name);
-    AddCounter(p, subject, p.win.month, false, q.calls_month, 1, p.win.month_end_s,
-               &q.calls_month_name);
-    AddCounter(p, subject, p.win.day, true, q.tokens_day, tok, p.win.day_end_s, &q.tokens_day_name);
-    AddCounter(p, subject, p.win.month, true, q.tokens_month, tok, p.win.month_end_s,
+    AddCounter(*p, subject, win.day, false, q.calls_day, win.day_end_s, &q.calls_day_name);
+    AddCounter(*p, subject, win.month, false, q.calls_month, win.month_end_s, &q.calls_month_name);
+    AddCounter(*p, subject, win.day, true, q.tokens_day, win.day_end_s, &q.tokens_day_name);
+    AddCounter(*p, subject, win.month, true, q.tokens_month, win.month_end_s,
                &q.tokens_month_name);
   }
   // Usage of API keys is always recorded (for /admin/usage), with or without a quota.
   if (key_present) {
     const std::string subject = "key:" + std::string(subj.key_id);
-    AddCounter(p, subject, p.win.day, false, 0, 1, p.win.day_end_s, &kNoRule);
-    AddCounter(p, subject, p.win.month, false, 0, 1, p.win.month_end_s, &kNoRule);
-    AddCounter(p, subject, p.win.day, true, 0, tok, p.win.day_end_s, &kNoRule);
-    AddCounter(p, subject, p.win.month, true, 0, tok, p.win.month_end_s, &kNoRule);
+    AddCounter(*p, subject, win.day, false, 0, win.day_end_s, &kNoRule);
+    AddCounter(*p, subject, win.month, false, 0, win.month_end_s, &kNoRule);
+    AddCounter(*p, subject, win.day, true, 0, win.day_end_s, &kNoRule);
+    AddCounter(*p, subject, win.month, true, 0, win.month_end_s, &kNoRule);
+  }
+  for (const auto& c : p->counters) {
+    p->limited = p->limited || c.limit > 0;
+    p->token_work = p->token_work || c.tokens;
   }
   return p;
 }
@@ -400,13 +432,13 @@ Admission DenyBucket(const BucketRule& r, double tokens, double cost) {
   return a;
 }
 
-Admission DenyCounter(const PlannedCounter& c, const Windows& w) {
+Admission DenyCounter(const PlannedCounter& c, double now_frac_s) {
   Admission a;
   a.allowed = false;
   a.status = 403;
   a.reason = c.tokens ? "quota_tokens" : "quota_calls";
   a.rule = *c.rule;
-  a.retry_after_s = CeilRetry(static_cast<double>(c.window_end_s) - w.now_frac_s);
+  a.retry_after_s = CeilRetry(static_cast<double>(c.window_end_s) - now_frac_s);
   return a;
 }
 
@@ -575,7 +607,38 @@ struct UsageCount {
   bool dirty = false;
 };
 
-constexpr size_t kShards = 64;
+// Orders (subject, period) keys and finds them by string_view pairs, so the
+// hot path looks counters up without building key strings.
+struct UsageLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const std::string_view a1 = a.first, b1 = b.first;
+    if (a1 != b1) return a1 < b1;
+    return std::string_view(a.second) < std::string_view(b.second);
+  }
+};
+using UsageKey = std::pair<std::string_view, std::string_view>;
+
+// Locks the shards named in a bit mask in index order (no deadlock between
+// requests) and unlocks them when it goes.
+template <typename Shards>
+class ShardLocks {
+ public:
+  ShardLocks(Shards& shards, uint64_t mask) : shards_(shards), mask_(mask) {
+    for (uint64_t m = mask_; m != 0; m &= m - 1) shards_[std::countr_zero(m)].mu.lock();
+  }
+  ~ShardLocks() {
+    for (uint64_t m = mask_; m != 0; m &= m - 1) shards_[std::countr_zero(m)].mu.unlock();
+  }
+  ShardLocks(const ShardLocks&) = delete;
+  ShardLocks& operator=(const ShardLocks&) = delete;
+
+ private:
+  Shards& shards_;
+  uint64_t mask_;
+};
+static_assert(kShards <= 64, "ShardLocks keeps one bit per shard");
 
 }  // namespace
 
@@ -593,7 +656,16 @@ struct LimiterState {
   std::array<Shard, kShards> shards;
 
   mutable std::mutex usage_mu;
-  std::map<std::pair<std::string, std::string>, UsageCount> usage;  // (subject, period)
+  std::map<std::pair<std::string, std::string>, UsageCount, UsageLess> usage;  // (subject, period)
+
+  // The counter of (subject, period), created at zero when absent. usage_mu held.
+  UsageCount& UsageAt(std::string_view subject, std::string_view period) {
+    auto it = usage.find(UsageKey{subject, period});
+    if (it == usage.end()) {
+      it = usage.emplace(std::pair<std::string, std::string>(subject, period), UsageCount{}).first;
+    }
+    return it->second;
+  }
 
   std::unique_ptr<QuotaStore> store;
   std::mutex flush_mu;  // one flush at a time
@@ -616,7 +688,6 @@ struct LimiterState {
     return rules;
   }
 
-  Shard& ShardOf(const std::string& key) { return shards[std::hash<std::string>{}(key) % kShards]; }
 
   // Local all-or-nothing decision (no Redis).
   Admission DecideLocal(const Plan& plan);
@@ -630,93 +701,94 @@ struct LimiterState {
 
 Admission LimiterState::DecideLocal(const Plan& plan) {
   const auto now = clock->Now();
-  // Lock every shard involved, in index order (no deadlock between requests).
-  std::array<bool, kShards> need{};
-  std::vector<size_t> idx(plan.buckets.size());
-  for (size_t i = 0; i < plan.buckets.size(); ++i) {
-    idx[i] = std::hash<std::string>{}(plan.buckets[i].key) % kShards;
-    need[idx[i]] = true;
-  }
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (size_t s = 0; s < kShards; ++s) {
-    if (need[s]) locks.emplace_back(shards[s].mu);
-  }
-  std::vector<Bucket*> bs(plan.buckets.size());
+  const auto& buckets = plan.buckets();
+  uint64_t mask = 0;
+  for (const PlannedBucket& pb : buckets) mask |= uint64_t{1} << pb.shard;
+  // Reused per thread: no allocation per request.
+  thread_local std::vector<Bucket*> bs;
+  bs.assign(buckets.size(), nullptr);
   std::optional<Admission> deny;
-  for (size_t i = 0; i < plan.buckets.size(); ++i) {
-    const auto& pb = plan.buckets[i];
-    auto [it, inserted] = shards[idx[i]].buckets.try_emplace(pb.key);
-    Bucket& b = it->second;
-    if (inserted || b.capacity != pb.rule->capacity || b.rate != pb.rule->rate) {
-      b = Bucket{pb.rule->capacity, now, pb.rule->capacity, pb.rule->rate};
-    }
-    b.Refill(now);
-    bs[i] = &b;
-    if (BucketDenies(b.tokens, pb.cost, b.capacity)) {
-      Admission d = DenyBucket(*pb.rule, b.tokens, pb.cost);
-      if (!deny || d.retry_after_s > deny->retry_after_s) deny = std::move(d);
-    }
-  }
-  std::unique_lock ulock(usage_mu);
-  for (const auto& c : plan.counters) {
-    auto it = usage.find({c.subject, c.period});
-    const int64_t used = it == usage.end() ? 0 : (c.tokens ? it->second.tokens : it->second.calls);
-    if (CounterDenies(used, c.cost, c.limit)) {
-      Admission d = DenyCounter(c, plan.win);
-      // A quota denial says more (and lasts longer) than a rate denial.
-      if (!deny || deny->status != 403 || d.retry_after_s > deny->retry_after_s)
-        deny = std::move(d);
-    }
-  }
   Admission a;
-  if (deny) {
-    a = std::move(*deny);
-  } else {
-    for (size_t i = 0; i < bs.size(); ++i) bs[i]->tokens -= plan.buckets[i].cost;
-    for (const auto& c : plan.counters) {
-      UsageCount& u = usage[{c.subject, c.period}];
-      (c.tokens ? u.tokens : u.calls) += c.cost;
-      u.dirty = true;
-      if (c.tokens) a.token_quotas.push_back(c.subject + "\n" + c.period);
+  {
+    ShardLocks locks(shards, mask);
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const PlannedBucket& pb = buckets[i];
+      auto& map = shards[pb.shard].buckets;
+      auto it = map.find(pb.key);
+      if (it == map.end()) it = map.try_emplace(pb.key).first;
+      Bucket& b = it->second;
+      if (b.capacity != pb.rule->capacity || b.rate != pb.rule->rate) {
+        // New (capacity 0), or a rule that changed its numbers.
+        b = Bucket{pb.rule->capacity, now, pb.rule->capacity, pb.rule->rate};
+      }
+      b.Refill(now);
+      bs[i] = &b;
+      if (BucketDenies(b.tokens, plan.Cost(pb), b.capacity)) {
+        Admission d = DenyBucket(*pb.rule, b.tokens, plan.Cost(pb));
+        if (!deny || d.retry_after_s > deny->retry_after_s) deny = std::move(d);
+      }
     }
-    a.estimated_tokens = plan.estimate;
-  }
-  ulock.unlock();
-  for (size_t i = 0; i < bs.size(); ++i) {
-    UpdateHeaders(a, *plan.buckets[i].rule, bs[i]->tokens);
-    if (a.allowed && plan.buckets[i].rule->tokens) a.token_buckets.push_back(plan.buckets[i].key);
+    std::lock_guard ulock(usage_mu);
+    for (const auto& c : plan.counters()) {
+      auto it = usage.find(UsageKey{c.subject, c.period});
+      const int64_t used =
+          it == usage.end() ? 0 : (c.tokens ? it->second.tokens : it->second.calls);
+      if (CounterDenies(used, plan.Cost(c), c.limit)) {
+        Admission d = DenyCounter(c, plan.now_frac_s);
+        // A quota denial says more (and lasts longer) than a rate denial.
+        if (!deny || deny->status != 403 || d.retry_after_s > deny->retry_after_s)
+          deny = std::move(d);
+      }
+    }
+    if (deny) {
+      a = std::move(*deny);
+    } else {
+      for (size_t i = 0; i < bs.size(); ++i) bs[i]->tokens -= plan.Cost(buckets[i]);
+      for (const auto& c : plan.counters()) {
+        UsageCount& u = UsageAt(c.subject, c.period);
+        (c.tokens ? u.tokens : u.calls) += plan.Cost(c);
+        u.dirty = true;
+      }
+      a.estimated_tokens = plan.estimate;
+      if (plan.shape->token_work) a.settle = plan.shape;
+    }
+    // Header state read under the shard locks, as the charge was.
+    for (size_t i = 0; i < bs.size(); ++i) UpdateHeaders(a, *buckets[i].rule, bs[i]->tokens);
   }
   return a;
 }
 
 void LimiterState::MirrorCounters(const Plan& plan, const std::vector<double>& values) {
   std::lock_guard lock(usage_mu);
-  for (size_t j = 0; j < plan.counters.size() && j < values.size(); ++j) {
-    const auto& c = plan.counters[j];
-    UsageCount& u = usage[{c.subject, c.period}];
+  const auto& counters = plan.counters();
+  for (size_t j = 0; j < counters.size() && j < values.size(); ++j) {
+    const auto& c = counters[j];
+    UsageCount& u = UsageAt(c.subject, c.period);
     (c.tokens ? u.tokens : u.calls) = std::llround(values[j]);
     u.dirty = true;
   }
 }
 
 void LimiterState::SettleLocal(const Admission& a, double delta) {
-  if (!a.via_redis && !a.token_buckets.empty()) {
+  const LimiterPlan& plan = *a.settle;
+  if (!a.via_redis) {
     const auto now = clock->Now();
-    for (const auto& key : a.token_buckets) {
-      Shard& s = ShardOf(key);
+    for (const PlannedBucket& pb : plan.buckets) {
+      if (!pb.rule->tokens) continue;
+      Shard& s = shards[pb.shard];
       std::lock_guard lock(s.mu);
-      auto it = s.buckets.find(key);
+      auto it = s.buckets.find(pb.key);
       if (it == s.buckets.end()) continue;  // pruned while full: nothing to correct against
       it->second.Refill(now);
       it->second.tokens -= delta;
     }
   }
   const int64_t idelta = std::llround(delta);
-  if (idelta == 0 || a.token_quotas.empty()) return;
+  if (idelta == 0) return;
   std::lock_guard lock(usage_mu);
-  for (const auto& sp : a.token_quotas) {
-    const auto nl = sp.find('\n');
-    auto it = usage.find({sp.substr(0, nl), sp.substr(nl + 1)});
+  for (const PlannedCounter& c : plan.counters) {
+    if (!c.tokens) continue;
+    auto it = usage.find(UsageKey{c.subject, c.period});
     if (it == usage.end()) continue;
     it->second.tokens = std::max<int64_t>(0, it->second.tokens + idelta);
     it->second.dirty = true;
@@ -750,11 +822,11 @@ Status LimiterState::Flush() {
     // Keep the rows dirty so that the next flush retries them.
     std::lock_guard lock(usage_mu);
     for (const auto& r : rows) {
-      auto it = usage.find({r.subject, r.period});
+      auto it = usage.find(UsageKey{r.subject, r.period});
       if (it != usage.end())
         it->second.dirty = true;
       else
-        usage[{r.subject, r.period}] = UsageCount{r.calls, r.tokens, true};
+        UsageAt(r.subject, r.period) = UsageCount{r.calls, r.tokens, true};
     }
   }
   return s;
@@ -814,7 +886,7 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(LimiterConfig config, Clock* cl
     const Windows w = WindowsAt(st->clock->WallNow());
     for (auto& r : rows) {
       if (r.period != w.day && r.period != w.month) continue;
-      st->usage[{r.subject, r.period}] = UsageCount{r.calls, r.tokens, false};
+      st->UsageAt(r.subject, r.period) = UsageCount{r.calls, r.tokens, false};
     }
   }
   st->config = std::move(config);
@@ -896,6 +968,13 @@ struct LimiterLoop::Impl {
   asio::io_context& io;
   std::shared_ptr<RedisConnection> conn;
   std::shared_ptr<bool> conn_up = std::make_shared<bool>(false);
+  // Plans by subject, for this loop's thread only (no lock). An entry is used
+  // while the rules snapshot and the UTC day it was built for are current.
+  std::unordered_map<std::string, std::shared_ptr<const LimiterPlan>> plan_cache;
+  std::string cache_key;
+  static constexpr size_t kPlanCacheMax = 4096;
+
+  Plan PlanFor(const Subject& subject, double estimate);
 
   Impl(std::shared_ptr<LimiterState> s, asio::io_context& i) : st(std::move(s)), io(i) {}
   ~Impl() {
@@ -936,26 +1015,28 @@ struct LimiterLoop::Impl {
 
   asio::awaitable<Admission> AdmitRedis(const Plan& plan) {
     std::vector<std::string> args;
-    const size_t nb = plan.buckets.size(), nq = plan.counters.size();
+    const auto& buckets = plan.buckets();
+    const auto& counters = plan.counters();
+    const size_t nb = buckets.size(), nq = counters.size();
     args.reserve(1 + 2 + nb * 4 + nq * 5);
     args.push_back(std::to_string(nb + nq));
-    for (const auto& b : plan.buckets) args.push_back(BucketKey(b.key));
-    for (const auto& c : plan.counters) args.push_back(CounterKey(c.subject, c.period, c.tokens));
+    for (const auto& b : buckets) args.push_back(BucketKey(b.key));
+    for (const auto& c : counters) args.push_back(CounterKey(c.subject, c.period, c.tokens));
     args.push_back(std::to_string(nb));
     args.push_back(std::to_string(nq));
-    for (const auto& b : plan.buckets) {
+    for (const auto& b : buckets) {
       args.push_back(Num(b.rule->capacity));
       args.push_back(Num(b.rule->rate));
-      args.push_back(Num(b.cost));
+      args.push_back(Num(plan.Cost(b)));
     }
     {
       std::lock_guard lock(st->usage_mu);
-      for (const auto& c : plan.counters) {
+      for (const auto& c : counters) {
         args.push_back(std::to_string(c.limit));
-        args.push_back(std::to_string(c.cost));
+        args.push_back(std::to_string(plan.Cost(c)));
         // Keep the counter a day past its window so late Settle() calls still find it.
         args.push_back(std::to_string(c.window_end_s + 86400));
-        auto it = st->usage.find({c.subject, c.period});
+        auto it = st->usage.find(UsageKey{c.subject, c.period});
         args.push_back(std::to_string(
             it == st->usage.end() ? 0 : (c.tokens ? it->second.tokens : it->second.calls)));
       }
@@ -974,11 +1055,11 @@ struct LimiterLoop::Impl {
       const double v = e.size() > 2 ? std::strtod(e[2].str.c_str(), nullptr) : 0;
       Admission a;
       if (i >= 1 && i <= nb) {
-        const auto& pb = plan.buckets[i - 1];
-        a = DenyBucket(*pb.rule, v, pb.cost);
+        const auto& pb = buckets[i - 1];
+        a = DenyBucket(*pb.rule, v, plan.Cost(pb));
         UpdateHeaders(a, *pb.rule, v);
       } else if (i > nb && i <= nb + nq) {
-        a = DenyCounter(plan.counters[i - nb - 1], plan.win);
+        a = DenyCounter(counters[i - nb - 1], plan.now_frac_s);
         if (e.size() == 3 + nq) {
           std::vector<double> values(nq);
           for (size_t j = 0; j < nq; ++j) values[j] = std::strtod(e[3 + j].str.c_str(), nullptr);
@@ -993,18 +1074,13 @@ struct LimiterLoop::Impl {
     Admission a;
     a.via_redis = true;
     a.estimated_tokens = plan.estimate;
+    if (plan.shape->token_work) a.settle = plan.shape;
     for (size_t i = 0; i < nb; ++i) {
       const double tokens = std::strtod(e[2 + i].str.c_str(), nullptr);
-      UpdateHeaders(a, *plan.buckets[i].rule, tokens);
-      if (plan.buckets[i].rule->tokens) a.token_buckets.push_back(plan.buckets[i].key);
+      UpdateHeaders(a, *buckets[i].rule, tokens);
     }
     std::vector<double> values(nq);
-    for (size_t j = 0; j < nq; ++j) {
-      values[j] = std::strtod(e[2 + nb + j].str.c_str(), nullptr);
-      if (plan.counters[j].tokens) {
-        a.token_quotas.push_back(plan.counters[j].subject + "\n" + plan.counters[j].period);
-      }
-    }
+    for (size_t j = 0; j < nq; ++j) values[j] = std::strtod(e[2 + nb + j].str.c_str(), nullptr);
     st->MirrorCounters(plan, values);
     co_return a;
   }
@@ -1065,23 +1141,47 @@ std::unique_ptr<LimiterLoop> Limiter::Attach(asio::io_context& io) {
   return std::unique_ptr<LimiterLoop>(new LimiterLoop(std::move(impl)));
 }
 
+Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
+  std::shared_ptr<const Rules> rules = st->Snapshot();
+  const auto wall = st->clock->WallNow();
+  const Windows win = WindowsAt(wall);
+  Plan plan;
+  plan.estimate = std::max(0.0, estimate);
+  plan.tok = std::llround(plan.estimate);
+  plan.now_frac_s = win.now_frac_s;
+  // The cache key: the three subject fields, each after its length (a model
+  // name comes from the client and may hold any character).
+  cache_key.clear();
+  for (std::string_view part : {subject.key_id, subject.role, subject.model}) {
+    const uint32_t n = static_cast<uint32_t>(part.size());
+    cache_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    cache_key.append(part);
+  }
+  auto it = plan_cache.find(cache_key);
+  if (it != plan_cache.end() && it->second->rules == rules &&
+      (it->second->day.empty() || it->second->day == win.day)) {
+    plan.shape = it->second;
+    return plan;
+  }
+  plan.shape = MakePlan(std::move(rules), subject, win);
+  // Bounded: a flood of distinct subjects rebuilds plans instead of growing memory.
+  if (plan_cache.size() >= kPlanCacheMax && it == plan_cache.end()) plan_cache.clear();
+  plan_cache.insert_or_assign(cache_key, plan.shape);
+  return plan;
+}
+
 std::optional<Admission> LimiterLoop::TryAdmitNow(Subject subject, double estimated_tokens) {
   if (impl_->conn) return std::nullopt;  // Redis mode: decided by Admit()
-  LimiterState& st = *impl_->st;
-  auto rules = st.Snapshot();
-  Plan plan = MakePlan(*rules, subject, estimated_tokens, st.clock->WallNow());
-  if (plan.buckets.empty() && plan.counters.empty()) return Admission{};
-  return st.DecideLocal(plan);
+  Plan plan = impl_->PlanFor(subject, estimated_tokens);
+  if (plan.buckets().empty() && plan.counters().empty()) return Admission{};
+  return impl_->st->DecideLocal(plan);
 }
 
 asio::awaitable<Admission> LimiterLoop::Admit(Subject subject, double estimated_tokens) {
   LimiterState& st = *impl_->st;
-  auto rules = st.Snapshot();
-  Plan plan = MakePlan(*rules, subject, estimated_tokens, st.clock->WallNow());
-  if (plan.buckets.empty() && plan.counters.empty()) co_return Admission{};
-  bool limited = !plan.buckets.empty();
-  for (const auto& c : plan.counters) limited = limited || c.limit > 0;
-  if (!impl_->conn || !limited) {
+  Plan plan = impl_->PlanFor(subject, estimated_tokens);
+  if (plan.buckets().empty() && plan.counters().empty()) co_return Admission{};
+  if (!impl_->conn || !plan.shape->limited) {
     // Usage-only bookkeeping needs no shared decision.
     co_return st.DecideLocal(plan);
   }
@@ -1092,26 +1192,29 @@ asio::awaitable<Admission> LimiterLoop::Admit(Subject subject, double estimated_
 }
 
 void LimiterLoop::Settle(const Admission& admission, double actual_tokens) {
-  if (!admission.allowed) return;
+  if (!admission.allowed || !admission.settle) return;
   const double delta = actual_tokens - admission.estimated_tokens;
-  if (delta == 0 || (admission.token_buckets.empty() && admission.token_quotas.empty())) return;
+  if (delta == 0) return;
   LimiterState& st = *impl_->st;
   st.SettleLocal(admission, delta);
   if (!admission.via_redis || !impl_->conn || !impl_->conn->connected()) return;
+  const LimiterPlan& plan = *admission.settle;
+  // The current rules decide capacity and rate (a reload may have changed them).
   auto rules = st.Snapshot();
   std::vector<std::string> keys, bargs;
-  for (const auto& k : admission.token_buckets) {
-    auto it = rules->by_id.find(k.substr(0, k.find('|')));
+  for (const PlannedBucket& b : plan.buckets) {
+    if (!b.rule->tokens) continue;
+    auto it = rules->by_id.find(b.rule->id);
     if (it == rules->by_id.end()) continue;  // rule removed by a reload
-    keys.push_back(impl_->BucketKey(k));
+    keys.push_back(impl_->BucketKey(b.key));
     bargs.push_back(Num(it->second->capacity));
     bargs.push_back(Num(it->second->rate));
   }
   const size_t nb = keys.size();
-  for (const auto& sp : admission.token_quotas) {
-    const auto nl = sp.find('\n');
-    keys.push_back(impl_->CounterKey(sp.substr(0, nl), sp.substr(nl + 1), true));
+  for (const PlannedCounter& c : plan.counters) {
+    if (c.tokens) keys.push_back(impl_->CounterKey(c.subject, c.period, true));
   }
+  if (keys.empty()) return;
   std::vector<std::string> args;
   args.push_back(std::to_string(keys.size()));
   for (auto& k : keys) args.push_back(std::move(k));

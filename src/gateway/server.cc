@@ -88,6 +88,23 @@ void AppendHeader(std::string_view name, std::string_view value, std::string* ou
   out->append("\r\n");
 }
 
+// Per-request number formatting without fmt's parse and buffer steps.
+void AppendInt(int64_t v, std::string* out) {
+  char b[24];
+  auto r = std::to_chars(b, b + sizeof(b), v);
+  out->append(b, r.ptr);
+}
+
+// `ms` (>= 0) with three decimals, as "{:.3f}" (rounded to the microsecond).
+void AppendMillis(double ms, std::string* out) {
+  const int64_t us = std::llround(std::max(0.0, ms) * 1000);
+  AppendInt(us / 1000, out);
+  const int frac = static_cast<int>(us % 1000);
+  const char digits[4] = {'.', static_cast<char>('0' + frac / 100),
+                          static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+  out->append(digits, 4);
+}
+
 bool StartsWithI(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && http::IEquals(s.substr(0, prefix.size()), prefix);
 }
@@ -203,8 +220,15 @@ struct Conn {
 
 class Worker {
  public:
+  // io_ runs on one thread and only that thread touches its sockets (other
+  // threads post to it), so Asio's per-socket reactor lock is dropped; the
+  // scheduler and timer locks stay for those posts.
   Worker(Shared& shared, int index, asio::ssl::context* tls)
-      : shared_(shared), index_(index), tls_(tls), io_(1), acceptor_(io_) {}
+      : shared_(shared),
+        index_(index),
+        tls_(tls),
+        io_(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO),
+        acceptor_(io_) {}
   ~Worker() {
     // Pooled upstream sockets belong to io_; close them while it lives.
     pools_.clear();
@@ -370,6 +394,7 @@ class Worker {
   // gantry_gateway_tokens_total by model: {prompt, completion}.
   std::unordered_map<std::string, std::pair<metrics::Counter*, metrics::Counter*>> token_counters_;
   std::unordered_map<std::string, metrics::Histogram*> histograms_;
+  std::string audit_rec_;  // Finish() builds the audit record here
 
   friend struct Gateway::Impl;
 };
@@ -1432,8 +1457,11 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
   bool chunked_out = false;
   std::string& out = c.resp_head;
   out.clear();
-  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", rh.status,
-                 rh.reason.empty() ? http::ReasonPhrase(rh.status) : rh.reason);
+  out += "HTTP/1.1 ";
+  AppendInt(rh.status, &out);
+  out += ' ';
+  out += rh.reason.empty() ? http::ReasonPhrase(rh.status) : std::string_view(rh.reason);
+  out += "\r\n";
   std::string_view connection;
   if (const http::HeaderView* cv = rh.Find("connection")) connection = cv->value;
   for (const http::HeaderView& hv : rh.headers) {
@@ -1446,14 +1474,19 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
   AppendHeader("x-request-id", log.request_id, &out);
   if (!a.degraded.empty()) AppendHeader("X-Gantry-Degraded", a.degraded, &out);
   if (adm != nullptr && adm->has_rate_headers) {
-    fmt::format_to(std::back_inserter(out),
-                   "RateLimit-Limit: {}\r\nRateLimit-Remaining: {}\r\nRateLimit-Reset: {}\r\n",
-                   static_cast<int64_t>(adm->limit), static_cast<int64_t>(adm->remaining),
-                   static_cast<int64_t>(std::ceil(adm->reset_s)));
+    out += "RateLimit-Limit: ";
+    AppendInt(static_cast<int64_t>(adm->limit), &out);
+    out += "\r\nRateLimit-Remaining: ";
+    AppendInt(static_cast<int64_t>(adm->remaining), &out);
+    out += "\r\nRateLimit-Reset: ";
+    AppendInt(static_cast<int64_t>(std::ceil(adm->reset_s)), &out);
+    out += "\r\n";
   }
   bool client_close = !req.keep_alive || shared_.draining.load();
   if (rh.framing == http::BodyFraming::kContentLength && !rewrite) {
-    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", rh.content_length);
+    out += "Content-Length: ";
+    AppendInt(static_cast<int64_t>(rh.content_length), &out);
+    out += "\r\n";
   } else if (rh.framing == http::BodyFraming::kNone) {
     // HEAD and 304 answers describe a body that is not sent: keep the
     // backend's (validated) length. Other bodiless answers say 0.
@@ -1664,8 +1697,9 @@ void Worker::Finish(const http::RequestHead* req, RequestLog& log, Clk::time_poi
   if (rs.by_status[code] != nullptr) rs.by_status[code]->Inc();
   if (rs.duration != nullptr) rs.duration->Observe(seconds);
   if (!shared_.audit) return;
-  std::string rec;
-  rec.reserve(512);
+  // Built in a per-worker buffer that keeps its capacity; Append copies it.
+  std::string& rec = audit_rec_;
+  rec.clear();
   auto field = [&rec](std::string_view name, std::string_view value) {
     rec += ",\"";
     rec += name;
@@ -1676,7 +1710,8 @@ void Worker::Finish(const http::RequestHead* req, RequestLog& log, Clk::time_poi
   auto now = std::chrono::system_clock::now();
   int64_t ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  rec += fmt::format("{{\"time_ms\":{}", ms);
+  rec += "{\"time_ms\":";
+  AppendInt(ms, &rec);
   field("request_id", log.request_id);
   field("key_id", log.key_id);
   field("role", log.role);
@@ -1688,13 +1723,22 @@ void Worker::Finish(const http::RequestHead* req, RequestLog& log, Clk::time_poi
   field("decision", log.decision);
   field("reason", log.reason);
   field("client", log.client);
-  rec += fmt::format(
-      ",\"status\":{},\"latency_ms\":{:.3f},\"upstream_ms\":{:.3f},\"prompt_tokens\":{},"
-      "\"completion_tokens\":{},\"bytes_in\":{},\"bytes_out\":{}",
-      log.status, seconds * 1e3, log.upstream_s < 0 ? 0.0 : log.upstream_s * 1e3,
-      log.prompt_tokens, log.completion_tokens, log.bytes_in, log.bytes_out);
-  rec += "}";
-  shared_.audit->Append(std::move(rec));
+  rec += ",\"status\":";
+  AppendInt(log.status, &rec);
+  rec += ",\"latency_ms\":";
+  AppendMillis(seconds * 1e3, &rec);
+  rec += ",\"upstream_ms\":";
+  AppendMillis(log.upstream_s < 0 ? 0.0 : log.upstream_s * 1e3, &rec);
+  rec += ",\"prompt_tokens\":";
+  AppendInt(log.prompt_tokens, &rec);
+  rec += ",\"completion_tokens\":";
+  AppendInt(log.completion_tokens, &rec);
+  rec += ",\"bytes_in\":";
+  AppendInt(static_cast<int64_t>(log.bytes_in), &rec);
+  rec += ",\"bytes_out\":";
+  AppendInt(static_cast<int64_t>(log.bytes_out), &rec);
+  rec += '}';
+  shared_.audit->Append(rec);
 }
 
 }  // namespace

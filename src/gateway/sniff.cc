@@ -896,18 +896,67 @@ bool FindTopLevelUsage(std::string_view d, std::string_view* value) {
 
 }  // namespace
 
+namespace internal {
+
+// Reads as UsageFromObject reads nlohmann's DOM of the text: the last of
+// duplicate members wins, only non-negative integers count.
+std::optional<Usage> UsageObjectFast(std::string_view text) {
+  FastScanner sc(text);
+  Usage u;
+  u.present = true;
+  bool found_total = false;
+  bool ok = sc.Object([&](const FastScanner::Str& key) {
+    if (key.escaped) return false;
+    int64_t* field = key.raw == "prompt_tokens"       ? &u.prompt_tokens
+                     : key.raw == "completion_tokens" ? &u.completion_tokens
+                     : key.raw == "total_tokens"      ? &u.total_tokens
+                                                      : nullptr;
+    if (field == nullptr) return sc.SkipValue();
+    if (field == &u.total_tokens) found_total = true;
+    *field = 0;
+    char c = sc.Peek();
+    if (c != '-' && (c < '0' || c > '9')) {
+      if (field == &u.total_tokens) found_total = false;
+      return sc.SkipValue();
+    }
+    FastScanner::Num n;
+    if (!sc.Number(&n)) return false;
+    if (!n.integer || n.negative) {
+      // Negatives (even -0) and fractions are not token counts to nlohmann.
+      if (field == &u.total_tokens) found_total = false;
+      return true;
+    }
+    return SmallUint(n, field);
+  });
+  sc.Ws();
+  if (!ok || !sc.AtEnd()) return std::nullopt;
+  if (!found_total) {
+    // Both are < 10^18, so the sum cannot overflow.
+    u.total_tokens = u.prompt_tokens + u.completion_tokens;
+  }
+  return u;
+}
+
+Usage UsageObjectReference(std::string_view text) {
+  Usage u;
+  Json usage = Json::parse(text.begin(), text.end(), nullptr, false);
+  if (usage.is_discarded() || !usage.is_object()) return u;
+  Json wrapper = Json::object();
+  wrapper["usage"] = std::move(usage);
+  UsageFromObject(wrapper, &u);
+  return u;
+}
+
+}  // namespace internal
+
 Usage SniffUsage(std::string_view response_json) {
   Usage u;
   std::string_view usage_text;
   if (FindTopLevelUsage(response_json, &usage_text) &&
       response_json.find("\\u") == std::string_view::npos) {
-    Json usage = Json::parse(usage_text.begin(), usage_text.end(), nullptr, false);
-    if (!usage.is_discarded() && usage.is_object()) {
-      Json wrapper = Json::object();
-      wrapper["usage"] = std::move(usage);
-      UsageFromObject(wrapper, &u);
-      return u;
-    }
+    if (std::optional<Usage> fast = internal::UsageObjectFast(usage_text)) return *fast;
+    u = internal::UsageObjectReference(usage_text);
+    if (u.present) return u;
   }
   Json j = Json::parse(response_json.begin(), response_json.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return u;

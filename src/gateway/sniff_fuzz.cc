@@ -1,7 +1,8 @@
 // libFuzzer target for the readers of untrusted client and backend bytes in
 // sniff.cc. Besides "must not crash", it checks invariants that the gateway
 // relies on:
-//  - the fast path of SniffOpenAiRequest agrees with the DOM-based reference;
+//  - the fast paths of SniffOpenAiRequest and of the usage reader agree with
+//    the DOM-based references;
 //  - InjectIncludeUsage of a body that sniffs OK sniffs the same, with include_usage;
 //  - SseUsageScanner output and findings do not depend on how the stream is split;
 //  - without strip mode the scanner forwards its input byte-identical;
@@ -105,6 +106,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   (void)gantry::gateway::SniffUsage(in);
+  // The DOM-less reader of a usage object agrees with nlohmann where it answers.
+  if (auto fast = gantry::gateway::internal::UsageObjectFast(in)) {
+    Check(SameUsage(*fast, gantry::gateway::internal::UsageObjectReference(in)));
+  }
 
   auto kserve = gantry::gateway::ParseKservePath(in);
   if (kserve.ok()) {

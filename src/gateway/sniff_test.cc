@@ -635,6 +635,52 @@ namespace gantry::gateway {
 namespace {
 
 // The single-pass locator must agree with a full parse on where "usage" is.
+// The scanner that reads the usage object without a DOM must agree with the
+// nlohmann reference wherever it answers, over mutations of typical objects.
+TEST(SniffUsageTest, FastPathMatchesReference) {
+  const std::vector<std::string> bases = {
+      R"({"prompt_tokens":12,"completion_tokens":30,"total_tokens":42})",
+      R"({ "prompt_tokens" : 7 , "total_tokens":-1, "x":[1,{"y":"z"}], "completion_tokens":0.5 })",
+      R"({"prompt_tokens":1,"prompt_tokens":2,"total_tokens":"3","completion_tokens_details":{"reasoning_tokens":4}})",
+  };
+  const std::string alphabet = "{}[]\",:-0123456789.eE tnul\\x\xc3\xa9";
+  std::mt19937 rng(99);
+  int answered = 0;
+  for (const std::string& base : bases) {
+    {
+      auto fast = internal::UsageObjectFast(base);
+      ASSERT_TRUE(fast.has_value()) << base;
+    }
+    for (int trial = 0; trial < 20000; ++trial) {
+      std::string text = base;
+      int edits = 1 + rng() % 3;
+      for (int e = 0; e < edits; ++e) {
+        size_t pos = rng() % (text.size() + 1);
+        switch (rng() % 3) {
+          case 0:
+            if (pos < text.size()) text.erase(pos, 1);
+            break;
+          case 1:
+            text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+            break;
+          default:
+            if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()];
+            break;
+        }
+      }
+      auto fast = internal::UsageObjectFast(text);
+      if (!fast) continue;
+      ++answered;
+      Usage ref = internal::UsageObjectReference(text);
+      ASSERT_TRUE(ref.present) << text;
+      ASSERT_EQ(fast->prompt_tokens, ref.prompt_tokens) << text;
+      ASSERT_EQ(fast->completion_tokens, ref.completion_tokens) << text;
+      ASSERT_EQ(fast->total_tokens, ref.total_tokens) << text;
+    }
+  }
+  EXPECT_GT(answered, 1000);  // the fast path must actually be exercised
+}
+
 TEST(SniffUsageTest, OnlyTheTopLevelMemberCounts) {
   auto u = SniffUsage(
       R"({"choices":[{"usage":{"prompt_tokens":9}}],"usage":{"prompt_tokens":1,"completion_tokens":2}})");

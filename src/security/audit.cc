@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -193,9 +195,12 @@ class ReservedKeyChecker : public nlohmann::json_sax<Json> {
 // Returns the members of a valid JSON object text (outer braces and edge
 // whitespace removed, raw CR/LF turned into spaces), or nullopt when the text
 // is not one JSON object or uses a reserved top-level name.
-std::optional<std::string> ObjectBody(const std::string& text) {
+// The members of a record object, trimmed, for the chained line: a view into
+// `text` when it can be used as is, else a cleaned copy in *scratch. nullopt
+// when `text` is not one JSON object.
+std::optional<std::string_view> ObjectBody(std::string_view text, std::string* scratch) {
   size_t b = text.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos || text[b] != '{') return std::nullopt;
+  if (b == std::string_view::npos || text[b] != '{') return std::nullopt;
   // The hand-written checker is several times faster than nlohmann's lexer on
   // the writer thread; names written with escapes (rare) take the full parser
   // so that e.g. "s\u0065q" cannot shadow "seq".
@@ -218,14 +223,20 @@ std::optional<std::string> ObjectBody(const std::string& text) {
     }
   }
   size_t e = text.find_last_not_of(" \t\r\n");  // the closing '}'
-  std::string body = text.substr(b + 1, e - b - 1);
+  std::string_view body = text.substr(b + 1, e - b - 1);
   // In valid JSON raw CR/LF can only be whitespace between tokens; they must
   // not split the record across lines.
-  for (char& c : body) {
-    if (c == '\n' || c == '\r') c = ' ';
+  // (Two memchr scans: find_first_of would call memchr once per character.)
+  if (std::memchr(body.data(), '\n', body.size()) != nullptr ||
+      std::memchr(body.data(), '\r', body.size()) != nullptr) {
+    scratch->assign(body);
+    for (char& c : *scratch) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    body = *scratch;
   }
   size_t bb = body.find_first_not_of(" \t");
-  if (bb == std::string::npos) return std::string();
+  if (bb == std::string_view::npos) return std::string_view();
   size_t be = body.find_last_not_of(" \t");
   return body.substr(bb, be - bb + 1);
 }
@@ -341,7 +352,11 @@ struct AuditLog::Impl {
   std::mutex mu;
   std::condition_variable wake;     // writer waits here
   std::condition_variable flushed;  // Flush() waits here
-  std::vector<std::string> queue;
+  // Waiting records, each a native-endian uint32 length and the bytes: one
+  // buffer that the writer swaps out whole, so an Append is a copy into
+  // reused memory (no allocation, no free on another thread's arena).
+  std::string queue;
+  size_t queue_records = 0;
   uint64_t pending_drops = 0;
   uint64_t flush_requested = 0, flush_done = 0;
   bool stop = false;    // no more appends; writer drains and exits
@@ -370,12 +385,17 @@ struct AuditLog::Impl {
       buf += ',';
       buf.append(body);
     }
-    std::string h = Sha256Hex(std::string_view(buf).substr(start));
+    const std::array<uint8_t, 32> digest = Sha256(std::string_view(buf).substr(start));
     buf.append(kHashKey);
-    buf += h;
+    const size_t hex_at = buf.size();
+    static constexpr char kDigits[] = "0123456789abcdef";
+    for (uint8_t b : digest) {
+      buf += kDigits[b >> 4];
+      buf += kDigits[b & 15];
+    }
+    head.assign(buf, hex_at, 64);
     buf += "\"}\n";
     ++seq;
-    head = std::move(h);
     ++since_checkpoint;
     if (opt.checkpoint_every > 0 && since_checkpoint >= opt.checkpoint_every) {
       AddCheckpoint(buf);
@@ -416,24 +436,35 @@ struct AuditLog::Impl {
   }
 
   void Run() {
-    std::vector<std::string> batch;
-    std::string buf;
+    std::string batch;  // swapped with `queue`; both keep their capacity
+    std::string buf, scratch;
     const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(opt.checkpoint_interval_s));
+    const auto linger = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opt.batch_delay_s));
     for (;;) {
       uint64_t drops, flush_req;
       bool stopping;
       {
         std::unique_lock<std::mutex> lock(mu);
-        auto ready = [&] {
-          return !queue.empty() || pending_drops > 0 || flush_requested > flush_done || stop;
-        };
+        auto urgent = [&] { return pending_drops > 0 || flush_requested > flush_done || stop; };
+        auto ready = [&] { return queue_records > 0 || urgent(); };
         if (since_checkpoint > 0 && opt.checkpoint_interval_s > 0) {
           wake.wait_until(lock, last_checkpoint + interval, ready);
         } else {
           wake.wait(lock, ready);
         }
-        batch.swap(queue);  // the emptied vector keeps its capacity for the next round
+        // Group commit: let a busy gateway fill the batch for a moment, so the
+        // writer wakes (and writes) once per batch_delay_s instead of once per
+        // request; Append wakes it early when the batch is full.
+        if (linger.count() > 0 && queue_records > 0 && queue_records < opt.batch_records &&
+            !urgent()) {
+          wake.wait_until(lock, std::chrono::steady_clock::now() + linger,
+                          [&] { return queue_records >= opt.batch_records || urgent(); });
+        }
+        batch.swap(queue);
+        queue.clear();
+        queue_records = 0;
         drops = pending_drops;
         pending_drops = 0;
         flush_req = flush_requested;
@@ -447,22 +478,25 @@ struct AuditLog::Impl {
       if (failed) {
         // After a write error the file may end in a torn line; writing more
         // would only bury it. Count everything as lost instead.
-        dropped += batch.size();
-        batch.clear();
+        dropped += CountRecords(batch);
       } else {
         buf.clear();
         uint64_t before = seq;
-        for (std::string& rec : batch) {
-          std::optional<std::string> body = ObjectBody(rec);
+        for (size_t at = 0; at < batch.size();) {
+          uint32_t len;
+          std::memcpy(&len, batch.data() + at, sizeof(len));
+          std::string_view rec(batch.data() + at + sizeof(len), len);
+          at += sizeof(len) + len;
+          std::optional<std::string_view> body = ObjectBody(rec, &scratch);
           if (body) {
             AddRecord(buf, *body);
           } else {
-            std::string raw = Json(rec).dump(-1, ' ', false, Json::error_handler_t::replace);
+            std::string raw =
+                Json(std::string(rec)).dump(-1, ' ', false, Json::error_handler_t::replace);
             AddRecord(buf, "\"type\":\"invalid_record\",\"time_ms\":" + std::to_string(WallMs()) +
                                ",\"raw\":" + raw);
           }
         }
-        batch.clear();
         if (drops > 0) {
           AddRecord(buf, "\"type\":\"gap\",\"time_ms\":" + std::to_string(WallMs()) +
                              ",\"dropped\":" + std::to_string(drops));
@@ -482,6 +516,7 @@ struct AuditLog::Impl {
           if (error.ok()) error = s;
         }
       }
+      batch.clear();
       flush_done_seen = flush_req;
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -490,6 +525,16 @@ struct AuditLog::Impl {
       flushed.notify_all();
       if (stopping) return;
     }
+  }
+
+  static uint64_t CountRecords(std::string_view q) {
+    uint64_t n = 0;
+    for (size_t at = 0; at < q.size(); ++n) {
+      uint32_t len;
+      std::memcpy(&len, q.data() + at, sizeof(len));
+      at += sizeof(len) + len;
+    }
+    return n;
   }
   uint64_t flush_done_seen = 0;  // writer's copy of flush_done
 };
@@ -511,6 +556,7 @@ Result<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
     impl->signer.emplace(std::move(signer).value());
   }
   if (options.max_queue == 0) options.max_queue = 1;
+  if (options.batch_records == 0) options.batch_records = 1;
   impl->opt = std::move(options);
   const std::string& path = impl->opt.path;
   impl->side_path = path + ".checkpoints";
@@ -536,20 +582,25 @@ Result<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
   return std::unique_ptr<AuditLog>(new AuditLog(std::move(impl)));
 }
 
-void AuditLog::Append(std::string record) {
+void AuditLog::Append(std::string_view record) {
   Impl& m = *impl_;
   bool wake;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    if (m.stop || m.queue.size() >= m.opt.max_queue) {
+    if (m.stop || m.queue_records >= m.opt.max_queue ||
+        record.size() > std::numeric_limits<uint32_t>::max()) {
       if (!m.stop) ++m.pending_drops;
       m.dropped.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    wake = m.queue.empty();
-    m.queue.push_back(std::move(record));
+    const auto len = static_cast<uint32_t>(record.size());
+    m.queue.append(reinterpret_cast<const char*>(&len), sizeof(len));
+    m.queue.append(record);
+    ++m.queue_records;
+    // The writer sleeps without a deadline only while the queue is empty, and
+    // lingers (see Run) until the batch is full.
+    wake = m.queue_records == 1 || m.queue_records == m.opt.batch_records;
   }
-  // Only the empty -> non-empty transition can find the writer asleep.
   if (wake) m.wake.notify_one();
 }
 

@@ -450,6 +450,36 @@ TEST_F(AuditTest, FlushMakesEverythingVerifiableWhileOpen) {
   EXPECT_TRUE((*log)->Flush().ok());
 }
 
+// Group commit: the writer lingers for batch_delay_s after the first waiting
+// record, unless batch_records are waiting (written at once) or a Flush asks.
+TEST_F(AuditTest, GroupCommitWritesFullBatchesAtOnceAndFlushSkipsTheDelay) {
+  AuditOptions o = Options("group.jsonl");
+  o.checkpoint_every = 0;
+  o.batch_delay_s = 3600;  // longer than the test: only a full batch or a Flush writes
+  o.batch_records = 5;
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 5; ++i) (*log)->Append(R"({"i":)" + std::to_string(i) + "}");
+  size_t lines = 0;
+  for (int i = 0; i < 400 && lines < 5; ++i) {  // up to 20 s on a loaded machine
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    lines = ReadLines(o.path).size();
+  }
+  EXPECT_EQ(lines, 5u);
+  (*log)->Append(R"({"i":5})");
+  (*log)->Append(R"({"i":6})");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ReadLines(o.path).size(), 5u);  // lingering: nothing else can write them
+  ASSERT_TRUE((*log)->Flush().ok());
+  auto all = ReadLines(o.path);
+  ASSERT_EQ(all.size(), 8u);  // 7 records and the flush's checkpoint
+  EXPECT_TRUE(IsCheckpoint(all.back()));
+  AuditVerifyReport r = Verify(o.path);
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.records, 7u);
+  ASSERT_TRUE((*log)->Close().ok());
+}
+
 TEST_F(AuditTest, IntervalCheckpointAppearsWithoutFlush) {
   AuditOptions o = Options("interval.jsonl");
   o.checkpoint_every = 0;

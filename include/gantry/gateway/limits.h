@@ -84,6 +84,8 @@ struct Subject {
   std::string_view model;
 };
 
+struct LimiterPlan;  // internal to the limiter
+
 struct Admission {
   bool allowed = true;
   int status = 200;          // when !allowed: 429 (rate), 403 (quota), 503 (limiter unavailable)
@@ -95,10 +97,9 @@ struct Admission {
   bool has_rate_headers = false;
   double limit = 0, remaining = 0, reset_s = 0;
   bool degraded = false;  // decided locally because Redis was unreachable (fail-open)
-  // Opaque bookkeeping for Settle(): which TPM buckets and token quotas this request
-  // touched and the estimate charged to them.
-  std::vector<std::string> token_buckets;
-  std::vector<std::string> token_quotas;
+  // Opaque bookkeeping for Settle(): the TPM buckets and token quotas this request
+  // touched (null when none) and the estimate charged to them.
+  std::shared_ptr<const LimiterPlan> settle;
   double estimated_tokens = 0;
   bool via_redis = false;  // charged in Redis (Settle corrects there too)
 };

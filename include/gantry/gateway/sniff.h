@@ -80,6 +80,15 @@ struct Usage {
 // total_tokens defaults to prompt + completion when absent.
 Usage SniffUsage(std::string_view response_json);
 
+namespace internal {
+// The usage object's own text ({"prompt_tokens":..}) read without a DOM, as
+// SniffUsage reads it with nlohmann; nullopt when only the reference can tell
+// (invalid text, escaped keys, exponents, 19+ digit integers).
+std::optional<Usage> UsageObjectFast(std::string_view usage_text);
+// The nlohmann reference for the same text (present=false unless an object).
+Usage UsageObjectReference(std::string_view usage_text);
+}  // namespace internal
+
 // Incremental Server-Sent-Events scanner over a (de-chunked) response body
 // stream. Feed() takes bytes as they arrive, split anywhere; the output is the
 // same whatever the split.

@@ -27,6 +27,12 @@ struct AuditOptions {
   double checkpoint_interval_s = 10;  // seconds between checkpoints when new records exist (0: off)
   size_t max_queue = 1 << 20;         // records waiting for the writer; beyond: drop and count
   bool fsync_checkpoints = true;      // fsync log and sidecar when writing a checkpoint
+  // Group commit: after the first waiting record the writer waits up to this
+  // long (or until batch_records are waiting) before writing, so that under
+  // load it wakes and writes once per batch rather than once per record.
+  // Flush() and Close() do not wait for it. 0: write as soon as possible.
+  double batch_delay_s = 0.002;
+  size_t batch_records = 1024;
 };
 
 // Thread-safe. Append() only enqueues; one writer thread validates, chains,
@@ -47,7 +53,7 @@ class AuditLog {
   // "raw":"<text as a JSON string>"}. When max_queue records are waiting the
   // record is dropped and counted; a {"type":"gap","dropped":K} record follows.
   // Appends after Close() are counted as dropped.
-  void Append(std::string record);
+  void Append(std::string_view record);
   // Returns once everything appended before the call is written and covered
   // by a checkpoint. The first write error is sticky and returned here.
   Status Flush();
