@@ -279,9 +279,9 @@ struct LimiterPlan {
   std::shared_ptr<const Rules> rules;  // owns what `rule` pointers point into
   std::vector<PlannedBucket> buckets;
   std::vector<PlannedCounter> counters;
-  std::string day;           // the UTC day it was built for ("" = no counters)
-  bool limited = false;      // some bucket or counter has a limit
-  bool token_work = false;   // some token bucket or token counter (Settle corrects it)
+  std::string day;          // the UTC day it was built for ("" = no counters)
+  bool limited = false;     // some bucket or counter has a limit
+  bool token_work = false;  // some token bucket or token counter (Settle corrects it)
 };
 
 namespace {
@@ -335,8 +335,8 @@ bool Applies(Scope scope, const std::string& match, const Subject& subj) {
 }
 
 // `rule` points into the Rules snapshot, which the plan holds.
-void AddCounter(LimiterPlan& p, const std::string& subject, const std::string& period,
-                bool tokens, int64_t limit, int64_t end, const std::string* rule) {
+void AddCounter(LimiterPlan& p, const std::string& subject, const std::string& period, bool tokens,
+                int64_t limit, int64_t end, const std::string* rule) {
   for (auto& c : p.counters) {
     if (c.subject == subject && c.period == period && c.tokens == tokens) {
       if (limit > 0 && (c.limit == 0 || limit < c.limit)) {
@@ -376,8 +376,7 @@ std::shared_ptr<const LimiterPlan> MakePlan(std::shared_ptr<const Rules> rules_p
     AddCounter(*p, subject, win.day, false, q.calls_day, win.day_end_s, &q.calls_day_name);
     AddCounter(*p, subject, win.month, false, q.calls_month, win.month_end_s, &q.calls_month_name);
     AddCounter(*p, subject, win.day, true, q.tokens_day, win.day_end_s, &q.tokens_day_name);
-    AddCounter(*p, subject, win.month, true, q.tokens_month, win.month_end_s,
-               &q.tokens_month_name);
+    AddCounter(*p, subject, win.month, true, q.tokens_month, win.month_end_s, &q.tokens_month_name);
   }
   // Usage of API keys is always recorded (for /admin/usage), with or without a quota.
   if (key_present) {
@@ -687,7 +686,6 @@ struct LimiterState {
     std::lock_guard lock(rules_mu);
     return rules;
   }
-
 
   // Local all-or-nothing decision (no Redis).
   Admission DecideLocal(const Plan& plan);

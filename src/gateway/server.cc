@@ -101,7 +101,8 @@ void AppendMillis(double ms, std::string* out) {
   AppendInt(us / 1000, out);
   const int frac = static_cast<int>(us % 1000);
   const char digits[4] = {'.', static_cast<char>('0' + frac / 100),
-                          static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+                          static_cast<char>('0' + frac / 10 % 10),
+                          static_cast<char>('0' + frac % 10)};
   out->append(digits, 4);
 }
 
