@@ -727,10 +727,15 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
       }
     }
     std::lock_guard ulock(usage_mu);
+    // One lookup per counter that exists (the charge below reuses it); a
+    // missing one is created only when the request is admitted.
+    thread_local std::vector<UsageCount*> us;
+    us.clear();
     for (const auto& c : plan.counters()) {
       auto it = usage.find(UsageKey{c.subject, c.period});
-      const int64_t used =
-          it == usage.end() ? 0 : (c.tokens ? it->second.tokens : it->second.calls);
+      UsageCount* u = it == usage.end() ? nullptr : &it->second;
+      us.push_back(u);
+      const int64_t used = u == nullptr ? 0 : (c.tokens ? u->tokens : u->calls);
       if (CounterDenies(used, plan.Cost(c), c.limit)) {
         Admission d = DenyCounter(c, plan.now_frac_s);
         // A quota denial says more (and lasts longer) than a rate denial.
@@ -742,9 +747,11 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
       a = std::move(*deny);
     } else {
       for (size_t i = 0; i < bs.size(); ++i) bs[i]->tokens -= plan.Cost(buckets[i]);
-      for (const auto& c : plan.counters()) {
-        UsageCount& u = UsageAt(c.subject, c.period);
-        (c.tokens ? u.tokens : u.calls) += plan.Cost(c);
+      const auto& counters = plan.counters();
+      for (size_t j = 0; j < counters.size(); ++j) {
+        UsageCount& u =
+            us[j] != nullptr ? *us[j] : UsageAt(counters[j].subject, counters[j].period);
+        (counters[j].tokens ? u.tokens : u.calls) += plan.Cost(counters[j]);
         u.dirty = true;
       }
       a.estimated_tokens = plan.estimate;

@@ -1747,22 +1747,27 @@ void Worker::Finish(const http::RequestHead* req, RequestLog& log, Clk::time_poi
 namespace internal {
 
 void AppendJsonEscaped(std::string_view s, std::string* out) {
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
+  // Runs of characters that need no escape are appended whole.
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"': *out += "\\\""; break;
       case '\\': *out += "\\\\"; break;
       case '\n': *out += "\\n"; break;
       case '\r': *out += "\\r"; break;
       case '\t': *out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          *out += fmt::format("\\u{:04x}", c);
-        } else {
-          *out += static_cast<char>(c);
-        }
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        out->append(u, 6);
+      }
     }
   }
+  out->append(s.data() + run, s.size() - run);
 }
 
 LocalResponse ErrorResponse(int status, std::string_view code, std::string_view message) {

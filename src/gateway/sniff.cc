@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "gantry/core/text.h"
+
 namespace gantry::gateway {
 namespace {
 
@@ -286,6 +288,12 @@ class FastScanner {
     size_t cps = 0;
     bool escaped = false;
     while (true) {
+      if (end_ - p_ >= 8) {
+        const size_t plain = JsonPlainPrefix8(p_);
+        p_ += plain;
+        cps += plain;  // one code point per ASCII byte
+        if (plain == 8) continue;
+      }
       if (p_ >= end_) return false;
       unsigned char c = static_cast<unsigned char>(*p_);
       if (c == '"') break;
@@ -832,6 +840,23 @@ namespace {
 // (strings and nesting tracked, nothing allocated) so that only that small
 // object is parsed; a whole completion can be kilobytes of text. Returns false
 // when the text is not shaped as expected (the caller then parses it all).
+// The index of the quote that closes the string whose text starts at `i`
+// (just past its opening quote), or npos. memchr finds each candidate quote;
+// it closes the string when an even number of backslashes precede it.
+size_t StringEnd(std::string_view d, size_t i) {
+  const size_t start = i;
+  while (i < d.size()) {
+    const void* q = std::memchr(d.data() + i, '"', d.size() - i);
+    if (q == nullptr) return std::string_view::npos;
+    const size_t at = static_cast<const char*>(q) - d.data();
+    size_t k = at;
+    while (k > start && d[k - 1] == '\\') --k;
+    if ((at - k) % 2 == 0) return at;
+    i = at + 1;
+  }
+  return std::string_view::npos;
+}
+
 bool FindTopLevelUsage(std::string_view d, std::string_view* value) {
   int depth = 0;
   size_t i = 0;
@@ -842,15 +867,11 @@ bool FindTopLevelUsage(std::string_view d, std::string_view* value) {
     char c = d[i];
     if (c == '"') {
       size_t start = ++i;
-      bool escaped = false;
-      for (; i < n && d[i] != '"'; ++i) {
-        if (d[i] == '\\') {
-          escaped = true;
-          ++i;
-        }
-      }
-      if (i >= n) return false;
-      if (depth == 1 && !escaped && d.substr(start, i - start) == "usage") {
+      i = StringEnd(d, start);
+      if (i == std::string_view::npos) return false;
+      // Raw text "usage" has no escapes; an escaped spelling is left to the
+      // caller's \\u check and full parse.
+      if (depth == 1 && d.substr(start, i - start) == "usage") {
         size_t j = i + 1;
         while (j < n && (d[j] == ' ' || d[j] == '\t' || d[j] == '\n' || d[j] == '\r')) ++j;
         if (j < n && d[j] == ':') {
@@ -862,9 +883,8 @@ bool FindTopLevelUsage(std::string_view d, std::string_view* value) {
           size_t k = j;
           for (; k < n; ++k) {
             if (d[k] == '"') {
-              for (++k; k < n && d[k] != '"'; ++k) {
-                if (d[k] == '\\') ++k;
-              }
+              k = StringEnd(d, k + 1);
+              if (k == std::string_view::npos) return false;
             } else if (d[k] == '{') {
               ++inner;
             } else if (d[k] == '}') {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "internal.h"
+
 namespace gantry::gateway {
 namespace {
 
@@ -697,6 +699,33 @@ TEST(SniffUsageTest, OnlyTheTopLevelMemberCounts) {
             4);
   EXPECT_EQ(SniffUsage(R"({"us\u0061ge":{"prompt_tokens":6}})").prompt_tokens, 6);
   EXPECT_EQ(SniffUsage(" {\"id\":\"x\",\"usage\" : {\"total_tokens\":12} }\n").total_tokens, 12);
+}
+
+}  // namespace
+}  // namespace gantry::gateway
+
+namespace gantry::gateway {
+namespace {
+
+// Audit records and error bodies escape strings with AppendJsonEscaped: every
+// ASCII byte must come back unchanged through a JSON parser, and UTF-8 text
+// must pass through as is.
+TEST(AppendJsonEscapedTest, RoundTripsEveryAsciiByteAndUtf8) {
+  std::string all;
+  for (int c = 1; c < 0x80; ++c) all += static_cast<char>(c);
+  all += std::string("\0tail", 5);
+  all += "caf\xc3\xa9 \xe2\x82\xac";
+  for (const std::string& in : {all, std::string(), std::string("plain"), std::string("\"\\")}) {
+    std::string out = "\"";
+    internal::AppendJsonEscaped(in, &out);
+    out += '"';
+    json j = json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    EXPECT_EQ(j.get<std::string>(), in);
+  }
+  std::string out;
+  internal::AppendJsonEscaped(std::string("a\x01\"b", 4), &out);
+  EXPECT_EQ(out, "a\\u0001\\\"b");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "gantry/core/text.h"
+
 namespace gantry::security::internal {
 
 namespace {
@@ -185,6 +187,11 @@ class Checker {
     *escaped = false;
     ++i_;
     while (i_ < s_.size()) {
+      if (i_ + 8 <= s_.size()) {
+        const size_t plain = JsonPlainPrefix8(s_.data() + i_);
+        i_ += plain;
+        if (plain == 8) continue;
+      }
       auto c = static_cast<uint8_t>(s_[i_]);
       if (c == '"') {
         ++i_;

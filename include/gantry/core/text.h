@@ -1,7 +1,11 @@
 // Small text helpers more than one module's reports need.
 #pragma once
 
+#include <bit>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -25,6 +29,25 @@ std::string Base64Encode(std::string_view bytes);
 // InvalidArgument for another character, an impossible length or non-zero
 // trailing bits (so that every byte string has exactly one encoding).
 Result<std::string> Base64Decode(std::string_view text);
+
+// How many of the 8 bytes at `p` (0-8), from the first, are plain characters
+// inside a JSON string: printable ASCII other than '"' and '\\' (no control
+// byte, no UTF-8 lead or continuation byte). JSON scanners skip such runs a
+// word at a time and handle the byte after them one by one.
+inline size_t JsonPlainPrefix8(const char* p) {
+  constexpr uint64_t k01 = 0x0101010101010101ULL, k80 = 0x8080808080808080ULL;
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  // Each term flags (in bit 7 of a byte) the bytes of one kind; a borrow can
+  // only flag bytes above a truly flagged one, so the lowest flag is exact.
+  auto zero = [](uint64_t x) { return (x - k01) & ~x & k80; };
+  const uint64_t bad = (v & k80)                        // >= 0x80
+                       | ((v - 0x20 * k01) & ~v & k80)  // < 0x20
+                       | zero(v ^ (0x22 * k01))         // '"'
+                       | zero(v ^ (0x5C * k01));        // '\\'
+  return bad == 0 ? 8 : static_cast<size_t>(std::countr_zero(bad)) / 8;
+}
 
 // strftime(`format`) of `t` in UTC, e.g. "%Y-%m-%dT%H:%M:%SZ".
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format);
