@@ -255,7 +255,7 @@ HeadScan ScanHead(std::string_view buf, size_t* scanned, size_t max_head, size_t
   return HeadScan::kIncomplete;
 }
 
-Result<RequestHead> ParseRequestHead(std::string_view head) {
+Status ParseRequestHead(std::string_view head, RequestHead* out) {
   // Leading empty lines are tolerated (RFC 9112 2.2).
   while (head.size() >= 2 && head[0] == '\r' && head[1] == '\n') head.remove_prefix(2);
   size_t eol = head.find("\r\n");
@@ -267,7 +267,11 @@ Result<RequestHead> ParseRequestHead(std::string_view head) {
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
     return InvalidArgument("malformed request line");
   }
-  RequestHead req;
+  std::vector<HeaderView> headers = std::move(out->headers);
+  headers.clear();
+  *out = RequestHead{};
+  out->headers = std::move(headers);
+  RequestHead& req = *out;
   req.method = line.substr(0, sp1);
   req.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   if (!IsToken(req.method)) return InvalidArgument("invalid method");
@@ -302,14 +306,25 @@ Result<RequestHead> ParseRequestHead(std::string_view head) {
   }
   if (hosts > 1) return InvalidArgument("repeated Host header");
   if (req.minor_version == 1 && hosts == 0) return InvalidArgument("missing Host header");
+  return Status::Ok();
+}
+
+Result<RequestHead> ParseRequestHead(std::string_view head) {
+  RequestHead req;
+  RETURN_IF_ERROR(ParseRequestHead(head, &req));
   return req;
 }
 
-Result<ResponseHead> ParseResponseHead(std::string_view head, std::string_view request_method) {
+Status ParseResponseHead(std::string_view head, std::string_view request_method,
+                         ResponseHead* out) {
   size_t eol = head.find("\r\n");
   if (eol == std::string_view::npos) return DataLoss("malformed status line: no CRLF");
   std::string_view line = head.substr(0, eol);
-  ResponseHead resp;
+  std::vector<HeaderView> headers = std::move(out->headers);
+  headers.clear();
+  *out = ResponseHead{};
+  out->headers = std::move(headers);
+  ResponseHead& resp = *out;
   if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &resp.minor_version) ||
       line[8] != ' ') {
     return DataLoss("malformed status line '" + std::string(line.substr(0, 80)) +
@@ -339,6 +354,12 @@ Result<ResponseHead> ParseResponseHead(std::string_view head, std::string_view r
   }
   resp.keep_alive = resp.framing != BodyFraming::kUntilClose &&
                     (resp.minor_version == 1 ? !f.close : (f.keep_alive && !f.close));
+  return Status::Ok();
+}
+
+Result<ResponseHead> ParseResponseHead(std::string_view head, std::string_view request_method) {
+  ResponseHead resp;
+  RETURN_IF_ERROR(ParseResponseHead(head, request_method, &resp));
   return resp;
 }
 

@@ -191,6 +191,8 @@ struct Conn {
   // connection so that their capacity is allocated once, not per request.
   std::string head_text, body, up_head, up_resp_text, resp_head, sniffed, decoded, scanned_out,
       frame;
+  http::RequestHead req_head;       // views into head_text
+  http::ResponseHead up_resp_head;  // views into up_resp_text
   RequestLog log;
   GateResult gate;
   Clk::time_point request_start{};  // when the current request's head was complete
@@ -615,20 +617,20 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     std::string& head_text = c->head_text;
     head_text.assign(c->in.view().substr(0, head_end));
     c->in.Consume(head_end);
-    Result<http::RequestHead> parsed = http::ParseRequestHead(head_text);
+    Status parsed = http::ParseRequestHead(head_text, &c->req_head);
     if (!parsed.ok()) {
       NextRequestId(&log.request_id);
       log.decision = "deny";
       log.reason = "bad_request";
       c->SetDeadline(std::chrono::seconds(2));
-      bool version = parsed.status().message().find("version") != std::string::npos;
+      bool version = parsed.message().find("version") != std::string::npos;
       LocalResponse r =
-          internal::ErrorResponse(version ? 505 : 400, "bad_request", parsed.status().message());
+          internal::ErrorResponse(version ? 505 : 400, "bad_request", parsed.message());
       co_await WriteLocal(*c, nullptr, r, log, true);
       Finish(nullptr, log, start);
       break;
     }
-    http::RequestHead& req = *parsed;
+    http::RequestHead& req = c->req_head;
     const http::HeaderView* rid = req.Find("x-request-id");
     if (rid && ValidRequestId(rid->value)) {
       log.request_id.assign(rid->value);
@@ -1303,7 +1305,10 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
 
   tcp::socket up(io_);
   std::string& resp_head_text = c.up_resp_text;
-  Result<http::ResponseHead> resp = DataLoss("no response");
+  // Parsed in place (its header vector keeps its memory across requests).
+  http::ResponseHead& rh_parsed = c.up_resp_head;
+  Status resp = Status::Ok();
+  bool have_resp = false;
   // Two attempts: a pooled connection the backend has closed meanwhile fails
   // before any response byte; that is retried once on a fresh connection.
   // nginx's rule: a request that may not be repeated is not sent twice.
@@ -1399,8 +1404,9 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
       }
       resp_head_text.assign(c.up_in.view().substr(0, head_end));
       c.up_in.Consume(head_end);
-      resp = http::ParseResponseHead(resp_head_text, req.method);
-      if (!resp.ok() || resp->status >= 200) break;
+      resp = http::ParseResponseHead(resp_head_text, req.method, &rh_parsed);
+      have_resp = true;
+      if (!resp.ok() || rh_parsed.status >= 200) break;
     }
     c.upstream = nullptr;
     if (ec) {
@@ -1427,16 +1433,16 @@ awaitable<bool> Worker::Proxy(Conn& c, const http::RequestHead& req, Attempt& a,
     }
     break;
   }
-  if (!resp.ok()) {
+  if (!have_resp || !resp.ok()) {
     log.reason = "upstream_bad_response";
     a.outcome = Outcome::kReset;
     *failure = internal::ErrorResponse(
         502, "bad_gateway",
-        fmt::format("backend '{}': {}", backend.name, resp.status().message()));
+        fmt::format("backend '{}': {}", backend.name, have_resp ? resp.message() : "no response"));
     co_return false;
   }
   log.upstream_s = Seconds(Clk::now() - up_start);
-  const http::ResponseHead& rh = *resp;
+  const http::ResponseHead& rh = rh_parsed;
   a.outcome = rh.status < 500 ? Outcome::kOk
               : (rh.status >= 502 && rh.status <= 504) ? Outcome::kGatewayError
                                                         : Outcome::k5xx;

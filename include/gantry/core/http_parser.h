@@ -97,11 +97,16 @@ Status CheckCanonicalPath(std::string_view path);
 // message says "unsupported HTTP version") and absolute-form targets are
 // errors too.
 Result<RequestHead> ParseRequestHead(std::string_view head);
+// The same into *out, reusing its header vector's memory (a proxy parses one
+// head per request on a long-lived connection). *out is unspecified on error.
+Status ParseRequestHead(std::string_view head, RequestHead* out);
 
 // Parses a response head. `request_method` decides whether a body follows
 // (HEAD responses never have one). Errors are DataLoss (the upstream is
 // broken, 502 for a proxy).
 Result<ResponseHead> ParseResponseHead(std::string_view head, std::string_view request_method);
+// The same into *out, reusing its header vector's memory.
+Status ParseResponseHead(std::string_view head, std::string_view request_method, ResponseHead* out);
 
 // Incremental decoder of the chunked transfer coding. Feed() consumes input
 // and appends decoded payload; it stops at the end of the message (after the
