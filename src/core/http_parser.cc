@@ -190,17 +190,6 @@ Status CheckCanonicalPath(std::string_view path) {
   return Status::Ok();
 }
 
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x + 32);
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y + 32);
-    if (x != y) return false;
-  }
-  return true;
-}
-
 const HeaderView* RequestHead::Find(std::string_view name) const {
   for (const HeaderView& h : headers) {
     if (IEquals(h.name, name)) return &h;

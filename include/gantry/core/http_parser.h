@@ -31,8 +31,18 @@ struct HeaderView {
   std::string_view value;  // leading/trailing spaces and tabs removed
 };
 
-// Case-insensitive ASCII comparison, for header names and tokens.
-bool IEquals(std::string_view a, std::string_view b);
+// Case-insensitive ASCII comparison, for header names and tokens. Inline:
+// a proxy calls it for every header of every request and response.
+inline bool IEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x + 32);
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y + 32);
+    if (x != y) return false;
+  }
+  return true;
+}
 
 enum class BodyFraming {
   kNone,           // no body (requests without length; 1xx/204/304; HEAD responses)
