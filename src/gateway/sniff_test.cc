@@ -194,6 +194,28 @@ TEST(SniffOpenAiRequestTest, FastPathTakesCommonBodiesAndAgrees) {
   EXPECT_EQ(esc->model, "b");
 }
 
+// `base` with 1-3 random single-byte deletions, insertions or replacements
+// drawn from `alphabet`: inputs for the fast-path-versus-reference tests.
+std::string Mutated(const std::string& base, const std::string& alphabet, std::mt19937& rng) {
+  std::string s = base;
+  int edits = 1 + rng() % 3;
+  for (int e = 0; e < edits; ++e) {
+    size_t pos = rng() % (s.size() + 1);
+    switch (rng() % 3) {
+      case 0:
+        if (pos < s.size()) s.erase(pos, 1);
+        break;
+      case 1:
+        s.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+        break;
+      default:
+        if (pos < s.size()) s[pos] = alphabet[rng() % alphabet.size()];
+        break;
+    }
+  }
+  return s;
+}
+
 // Random mutations of a realistic body: the fast path never disagrees.
 TEST(SniffOpenAiRequestTest, FastPathAgreesUnderMutation) {
   const std::string base =
@@ -201,22 +223,7 @@ TEST(SniffOpenAiRequestTest, FastPathAgreesUnderMutation) {
   const std::string alphabet = "{}[]\",:.-0123456789eE+\\u tfnrlsaex\xc3\xa9\xed\xa0\x80\x01";
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 20000; ++trial) {
-    std::string body = base;
-    int edits = 1 + rng() % 3;
-    for (int e = 0; e < edits; ++e) {
-      size_t pos = rng() % (body.size() + 1);
-      switch (rng() % 3) {
-        case 0:
-          if (pos < body.size()) body.erase(pos, 1);
-          break;
-        case 1:
-          body.insert(pos, 1, alphabet[rng() % alphabet.size()]);
-          break;
-        default:
-          if (pos < body.size()) body[pos] = alphabet[rng() % alphabet.size()];
-          break;
-      }
-    }
+    std::string body = Mutated(base, alphabet, rng);
     auto fast = internal::SniffOpenAiRequestFast(body);
     if (!fast) continue;
     auto ref = internal::SniffOpenAiRequestReference(body);
@@ -654,22 +661,7 @@ TEST(SniffUsageTest, FastPathMatchesReference) {
       ASSERT_TRUE(fast.has_value()) << base;
     }
     for (int trial = 0; trial < 20000; ++trial) {
-      std::string text = base;
-      int edits = 1 + rng() % 3;
-      for (int e = 0; e < edits; ++e) {
-        size_t pos = rng() % (text.size() + 1);
-        switch (rng() % 3) {
-          case 0:
-            if (pos < text.size()) text.erase(pos, 1);
-            break;
-          case 1:
-            text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
-            break;
-          default:
-            if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()];
-            break;
-        }
-      }
+      std::string text = Mutated(base, alphabet, rng);
       auto fast = internal::UsageObjectFast(text);
       if (!fast) continue;
       ++answered;
