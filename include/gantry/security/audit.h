@@ -31,7 +31,7 @@ struct AuditOptions {
   // long (or until batch_records are waiting) before writing, so that under
   // load it wakes and writes once per batch rather than once per record.
   // Flush() and Close() do not wait for it. 0: write as soon as possible.
-  double batch_delay_s = 0.002;
+  double batch_delay_s = 0.005;
   size_t batch_records = 1024;
 };
 
