@@ -11,6 +11,8 @@
 #   gantry-apikey   + API-key auth (role user, model glob tiny-*)
 #   gantry-ratelimit  api key + a key rate limit (high, local: never hit)
 #   gantry-audit    api key + the signed audit log
+#   gantry-ratelimit-only  plain + a global request rate limit (the limiter alone)
+#   gantry-audit-only      plain + the signed audit log (the audit log alone)
 #   gantry-all      api key + request/token rate limits + quota + audit (everything on)
 # Every variant runs REPEAT times, interleaved; each row reports its best run (highest
 # RPS, with that run's p50/p99), so a burst of noise from other processes does not decide
@@ -45,7 +47,7 @@ quick=0
 case "${1:-}" in
   --quick) quick=1 ;;
   "") ;;
-  -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "gateway.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 esac
 W=${W:-1}
@@ -60,7 +62,7 @@ else
   REPEAT=${REPEAT:-3}
   RATE_PCT=${RATE_PCT:-50}
 fi
-ALL_VARIANTS="direct nginx haproxy gantry-plain gantry-openai gantry-apikey gantry-ratelimit gantry-audit gantry-all"
+ALL_VARIANTS="direct nginx haproxy gantry-plain gantry-openai gantry-apikey gantry-ratelimit gantry-audit gantry-ratelimit-only gantry-audit-only gantry-all"
 VARIANTS=${VARIANTS:-$ALL_VARIANTS}
 RATE_CONNS=${RATE_CONNS:-256}
 
@@ -162,11 +164,19 @@ if [[ $want_gantry -eq 1 ]]; then
   fi
 fi
 
+# Variants whose route requires an API key (the others get no Authorization header).
+wants_key() {
+  case $1 in
+    gantry-apikey|gantry-ratelimit|gantry-audit|gantry-all) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
 # The gateway config of one variant (YAML on stdout).
 gantry_config() {  # variant, port
   local protocol=openai auth=required
   case $1 in
-    gantry-plain) protocol=http; auth=none ;;
+    gantry-plain|gantry-ratelimit-only|gantry-audit-only) protocol=http; auth=none ;;
     gantry-openai) auth=none ;;
   esac
   cat <<EOF
@@ -187,6 +197,9 @@ EOF
     gantry-ratelimit)
       echo 'rate_limits:'
       echo '  - {scope: key, match: "*", requests: 1000000000, per: 1s}' ;;
+    gantry-ratelimit-only)
+      echo 'rate_limits:'
+      echo '  - {scope: global, requests: 1000000000, per: 1s}' ;;
     gantry-all)
       echo 'rate_limits:'
       echo '  - {scope: key, match: "*", requests: 1000000000, per: 1s}'
@@ -195,7 +208,7 @@ EOF
       echo '  - {scope: key, match: "*", calls_per_day: 1000000000000, tokens_per_month: 1000000000000000}' ;;
   esac
   case $1 in
-    gantry-audit|gantry-all)
+    gantry-audit|gantry-audit-only|gantry-all)
       echo "audit: {path: $tmp/audit-$1.jsonl, signing_key: $tmp/audit.key}" ;;
   esac
 }
@@ -243,7 +256,7 @@ EOF
 
 run_wrk() {  # variant, out file, [connections]
   local k=""
-  [[ $1 == gantry-* && $1 != gantry-plain && $1 != gantry-openai ]] && k=$key
+  wants_key "$1" && k=$key
   GANTRY_KEY=$k RATE_DELAY_MS=${RATE_DELAY_MS:-} wrk -t "$THREADS" -c "${3:-$CONNS}" \
     -d "$DURATION" --latency -s "$conf_dir/chat.lua" "${url[$1]}" >"$2" 2>&1 ||
     die "wrk failed on $1: $(cat "$2")"
@@ -259,7 +272,7 @@ for ((run = 1; run <= REPEAT; run++)); do
       start_gantry "$v"
     fi
     k=""
-    [[ $v == gantry-* && $v != gantry-plain && $v != gantry-openai ]] && k=$key
+    wants_key "$v" && k=$key
     check_once "$v" "$k"
     log "run $run/$REPEAT: $v (${url[$v]}), wrk -t $THREADS -c $CONNS -d $DURATION"
     run_wrk "$v" "$tmp/wrk_${v}_$run.txt"
