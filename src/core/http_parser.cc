@@ -245,6 +245,12 @@ HeadScan ScanHead(std::string_view buf, size_t* scanned, size_t max_head, size_t
 }
 
 Status ParseRequestHead(std::string_view head, RequestHead* out) {
+  // Reset first: on any error *out holds nothing of an earlier request.
+  std::vector<HeaderView> headers = std::move(out->headers);
+  headers.clear();
+  *out = RequestHead{};
+  out->headers = std::move(headers);
+  RequestHead& req = *out;
   // Leading empty lines are tolerated (RFC 9112 2.2).
   while (head.size() >= 2 && head[0] == '\r' && head[1] == '\n') head.remove_prefix(2);
   size_t eol = head.find("\r\n");
@@ -256,11 +262,6 @@ Status ParseRequestHead(std::string_view head, RequestHead* out) {
   if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
     return InvalidArgument("malformed request line");
   }
-  std::vector<HeaderView> headers = std::move(out->headers);
-  headers.clear();
-  *out = RequestHead{};
-  out->headers = std::move(headers);
-  RequestHead& req = *out;
   req.method = line.substr(0, sp1);
   req.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   if (!IsToken(req.method)) return InvalidArgument("invalid method");
@@ -306,14 +307,15 @@ Result<RequestHead> ParseRequestHead(std::string_view head) {
 
 Status ParseResponseHead(std::string_view head, std::string_view request_method,
                          ResponseHead* out) {
-  size_t eol = head.find("\r\n");
-  if (eol == std::string_view::npos) return DataLoss("malformed status line: no CRLF");
-  std::string_view line = head.substr(0, eol);
+  // Reset first: on any error *out holds nothing of an earlier response.
   std::vector<HeaderView> headers = std::move(out->headers);
   headers.clear();
   *out = ResponseHead{};
   out->headers = std::move(headers);
   ResponseHead& resp = *out;
+  size_t eol = head.find("\r\n");
+  if (eol == std::string_view::npos) return DataLoss("malformed status line: no CRLF");
+  std::string_view line = head.substr(0, eol);
   if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &resp.minor_version) ||
       line[8] != ' ') {
     return DataLoss("malformed status line '" + std::string(line.substr(0, 80)) +

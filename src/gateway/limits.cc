@@ -726,36 +726,38 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
         if (!deny || d.retry_after_s > deny->retry_after_s) deny = std::move(d);
       }
     }
-    std::lock_guard ulock(usage_mu);
-    // One lookup per counter that exists (the charge below reuses it); a
-    // missing one is created only when the request is admitted.
-    thread_local std::vector<UsageCount*> us;
-    us.clear();
-    for (const auto& c : plan.counters()) {
-      auto it = usage.find(UsageKey{c.subject, c.period});
-      UsageCount* u = it == usage.end() ? nullptr : &it->second;
-      us.push_back(u);
-      const int64_t used = u == nullptr ? 0 : (c.tokens ? u->tokens : u->calls);
-      if (CounterDenies(used, plan.Cost(c), c.limit)) {
-        Admission d = DenyCounter(c, plan.now_frac_s);
-        // A quota denial says more (and lasts longer) than a rate denial.
-        if (!deny || deny->status != 403 || d.retry_after_s > deny->retry_after_s)
-          deny = std::move(d);
+    {
+      std::lock_guard ulock(usage_mu);
+      // One lookup per counter that exists (the charge below reuses it); a
+      // missing one is created only when the request is admitted.
+      thread_local std::vector<UsageCount*> us;
+      us.clear();
+      for (const auto& c : plan.counters()) {
+        auto it = usage.find(UsageKey{c.subject, c.period});
+        UsageCount* u = it == usage.end() ? nullptr : &it->second;
+        us.push_back(u);
+        const int64_t used = u == nullptr ? 0 : (c.tokens ? u->tokens : u->calls);
+        if (CounterDenies(used, plan.Cost(c), c.limit)) {
+          Admission d = DenyCounter(c, plan.now_frac_s);
+          // A quota denial says more (and lasts longer) than a rate denial.
+          if (!deny || deny->status != 403 || d.retry_after_s > deny->retry_after_s)
+            deny = std::move(d);
+        }
       }
-    }
-    if (deny) {
-      a = std::move(*deny);
-    } else {
-      for (size_t i = 0; i < bs.size(); ++i) bs[i]->tokens -= plan.Cost(buckets[i]);
-      const auto& counters = plan.counters();
-      for (size_t j = 0; j < counters.size(); ++j) {
-        UsageCount& u =
-            us[j] != nullptr ? *us[j] : UsageAt(counters[j].subject, counters[j].period);
-        (counters[j].tokens ? u.tokens : u.calls) += plan.Cost(counters[j]);
-        u.dirty = true;
+      if (deny) {
+        a = std::move(*deny);
+      } else {
+        for (size_t i = 0; i < bs.size(); ++i) bs[i]->tokens -= plan.Cost(buckets[i]);
+        const auto& counters = plan.counters();
+        for (size_t j = 0; j < counters.size(); ++j) {
+          UsageCount& u =
+              us[j] != nullptr ? *us[j] : UsageAt(counters[j].subject, counters[j].period);
+          (counters[j].tokens ? u.tokens : u.calls) += plan.Cost(counters[j]);
+          u.dirty = true;
+        }
+        a.estimated_tokens = plan.estimate;
+        if (plan.shape->token_work) a.settle = plan.shape;
       }
-      a.estimated_tokens = plan.estimate;
-      if (plan.shape->token_work) a.settle = plan.shape;
     }
     // Header state read under the shard locks, as the charge was.
     for (size_t i = 0; i < bs.size(); ++i) UpdateHeaders(a, *buckets[i].rule, bs[i]->tokens);
@@ -977,7 +979,9 @@ struct LimiterLoop::Impl {
   // while the rules snapshot and the UTC day it was built for are current.
   std::unordered_map<std::string, std::shared_ptr<const LimiterPlan>> plan_cache;
   std::string cache_key;
+  std::shared_ptr<const Rules> cached_rules;  // the snapshot the cached plans were built for
   static constexpr size_t kPlanCacheMax = 4096;
+  static constexpr size_t kPlanCacheMaxKey = 512;  // bytes of (key id, role, model)
 
   Plan PlanFor(const Subject& subject, double estimate);
 
@@ -1162,14 +1166,21 @@ Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
     cache_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
     cache_key.append(part);
   }
+  // A reload replaces every plan: drop them all rather than keep old rule
+  // sets alive until each subject comes back.
+  if (rules != cached_rules) {
+    plan_cache.clear();
+    cached_rules = rules;
+  }
   auto it = plan_cache.find(cache_key);
-  if (it != plan_cache.end() && it->second->rules == rules &&
-      (it->second->day.empty() || it->second->day == win.day)) {
+  if (it != plan_cache.end() && (it->second->day.empty() || it->second->day == win.day)) {
     plan.shape = it->second;
     return plan;
   }
   plan.shape = MakePlan(std::move(rules), subject, win);
-  // Bounded: a flood of distinct subjects rebuilds plans instead of growing memory.
+  // Bounded in entries and in size: the model name comes from the client
+  // (up to the body limit), so long subjects are planned per request instead.
+  if (cache_key.size() > kPlanCacheMaxKey) return plan;
   if (plan_cache.size() >= kPlanCacheMax && it == plan_cache.end()) plan_cache.clear();
   plan_cache.insert_or_assign(cache_key, plan.shape);
   return plan;

@@ -34,6 +34,9 @@ constexpr std::string_view kRecordPrefix = "{\"seq\":";
 constexpr std::string_view kPrevKey = ",\"prev\":\"";
 constexpr std::string_view kHashKey = ",\"hash\":\"";
 constexpr size_t kHashSuffixLen = 9 + 64 + 2;  // ,"hash":" + hex + "}
+// Writer buffers above this are released after use (a normal batch is well
+// under 1 MiB: batch_records of a few hundred bytes).
+constexpr size_t kKeepBufferBytes = 8 << 20;
 
 bool IsLowerHex64(std::string_view s) {
   if (s.size() != 64) return false;
@@ -517,6 +520,10 @@ struct AuditLog::Impl {
         }
       }
       batch.clear();
+      // After a burst the swapped buffers would keep their peak size for the
+      // life of the process; let go of anything far above a normal batch.
+      if (batch.capacity() > kKeepBufferBytes) std::string().swap(batch);
+      if (buf.capacity() > kKeepBufferBytes) std::string().swap(buf);
       flush_done_seen = flush_req;
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -555,6 +562,9 @@ Result<std::unique_ptr<AuditLog>> AuditLog::Open(AuditOptions options) {
     impl->key_id = signer->KeyId();
     impl->signer.emplace(std::move(signer).value());
   }
+  if (!(options.batch_delay_s >= 0) || options.batch_delay_s > 60) {
+    return InvalidArgument("audit batch_delay_s must be between 0 and 60 seconds");
+  }
   if (options.max_queue == 0) options.max_queue = 1;
   if (options.batch_records == 0) options.batch_records = 1;
   impl->opt = std::move(options);
@@ -589,17 +599,19 @@ void AuditLog::Append(std::string_view record) {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.stop || m.queue_records >= m.opt.max_queue ||
         record.size() > std::numeric_limits<uint32_t>::max()) {
-      if (!m.stop) ++m.pending_drops;
       m.dropped.fetch_add(1, std::memory_order_relaxed);
-      return;
+      if (m.stop) return;
+      // The first drop ends a linger early, so the gap record is not late.
+      wake = ++m.pending_drops == 1;
+    } else {
+      const auto len = static_cast<uint32_t>(record.size());
+      m.queue.append(reinterpret_cast<const char*>(&len), sizeof(len));
+      m.queue.append(record);
+      ++m.queue_records;
+      // The writer sleeps without a deadline only while the queue is empty, and
+      // lingers (see Run) until the batch is full.
+      wake = m.queue_records == 1 || m.queue_records == m.opt.batch_records;
     }
-    const auto len = static_cast<uint32_t>(record.size());
-    m.queue.append(reinterpret_cast<const char*>(&len), sizeof(len));
-    m.queue.append(record);
-    ++m.queue_records;
-    // The writer sleeps without a deadline only while the queue is empty, and
-    // lingers (see Run) until the batch is full.
-    wake = m.queue_records == 1 || m.queue_records == m.opt.batch_records;
   }
   if (wake) m.wake.notify_one();
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -455,7 +456,7 @@ TEST_F(AuditTest, FlushMakesEverythingVerifiableWhileOpen) {
 TEST_F(AuditTest, GroupCommitWritesFullBatchesAtOnceAndFlushSkipsTheDelay) {
   AuditOptions o = Options("group.jsonl");
   o.checkpoint_every = 0;
-  o.batch_delay_s = 3600;  // longer than the test: only a full batch or a Flush writes
+  o.batch_delay_s = 60;  // longer than the test: only a full batch or a Flush writes
   o.batch_records = 5;
   auto log = AuditLog::Open(o);
   ASSERT_TRUE(log.ok());
@@ -478,6 +479,17 @@ TEST_F(AuditTest, GroupCommitWritesFullBatchesAtOnceAndFlushSkipsTheDelay) {
   EXPECT_TRUE(r.ok) << r.reason;
   EXPECT_EQ(r.records, 7u);
   ASSERT_TRUE((*log)->Close().ok());
+}
+
+TEST_F(AuditTest, BatchDelayOutOfRangeIsRefused) {
+  for (double bad : {-0.001, 61.0, std::nan("")}) {
+    AuditOptions o = Options("delay.jsonl");
+    o.batch_delay_s = bad;
+    auto log = AuditLog::Open(o);
+    ASSERT_FALSE(log.ok()) << bad;
+    EXPECT_EQ(log.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(log.status().message().find("batch_delay_s"), std::string::npos);
+  }
 }
 
 TEST_F(AuditTest, IntervalCheckpointAppearsWithoutFlush) {

@@ -108,7 +108,9 @@ Status CheckCanonicalPath(std::string_view path);
 // errors too.
 Result<RequestHead> ParseRequestHead(std::string_view head);
 // The same into *out, reusing its header vector's memory (a proxy parses one
-// head per request on a long-lived connection). *out is unspecified on error.
+// head per request on a long-lived connection). *out is reset first, so on an
+// error it holds nothing of an earlier head (only what was parsed before the
+// error).
 Status ParseRequestHead(std::string_view head, RequestHead* out);
 
 // Parses a response head. `request_method` decides whether a body follows

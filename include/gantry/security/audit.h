@@ -30,7 +30,8 @@ struct AuditOptions {
   // Group commit: after the first waiting record the writer waits up to this
   // long (or until batch_records are waiting) before writing, so that under
   // load it wakes and writes once per batch rather than once per record.
-  // Flush() and Close() do not wait for it. 0: write as soon as possible.
+  // Flush() and Close() do not wait for it. 0: write as soon as possible;
+  // at most 60 (Open refuses more, and NaN).
   double batch_delay_s = 0.005;
   size_t batch_records = 1024;
 };
