@@ -39,17 +39,6 @@ struct AdviseFlags {
   bool dump = false;
 };
 
-int Fail(std::string_view verb, const Status& s) {
-  std::cerr << "gantry advise" << (verb.empty() ? "" : " ") << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kFailedPrecondition:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
 
 Result<advise::Catalog> LoadCatalog(const AdviseFlags& f) {
   Result<advise::Catalog> cat =
@@ -207,25 +196,25 @@ int RunRecommend(const AdviseFlags& f) {
     return kExitUsage;
   }
   Result<advise::Workload> w = BuildWorkload(f);
-  if (!w.ok()) return Fail("", w.status());
+  if (!w.ok()) return Fail("advise", w.status());
   if (!f.mfu_from.empty()) {
     if (f.set.count("mfu")) {
       std::cerr << "gantry advise: give --mfu or --mfu-from, not both\n";
       return kExitUsage;
     }
     Result<Json> report = ReadJsonFile(f.mfu_from);
-    if (!report.ok()) return Fail("", report.status());
+    if (!report.ok()) return Fail("advise", report.status());
     Status s = advise::TakeMfuFromReport(*report, f.mfu_from, &*w);
-    if (!s.ok()) return Fail("", s);
+    if (!s.ok()) return Fail("advise", s);
   }
   Result<advise::Catalog> cat = LoadCatalog(f);
-  if (!cat.ok()) return Fail("", cat.status());
+  if (!cat.ok()) return Fail("advise", cat.status());
   Result<advise::Discounts> d = DiscountsFrom(f);
-  if (!d.ok()) return Fail("", d.status());
+  if (!d.ok()) return Fail("advise", d.status());
   advise::AdviseOptions options;
   options.discounts = *d;
   Result<advise::Advice> advice = advise::Recommend(*w, *cat, options);
-  if (!advice.ok()) return Fail("", advice.status());
+  if (!advice.ok()) return Fail("advise", advice.status());
   if (f.common.json) {
     std::cout << advice->ToJson().dump(2) << "\n";
   } else if (f.markdown) {
@@ -238,12 +227,12 @@ int RunRecommend(const AdviseFlags& f) {
 
 int RunCommit(const AdviseFlags& f) {
   Result<advise::Catalog> cat = LoadCatalog(f);
-  if (!cat.ok()) return Fail("commit", cat.status());
+  if (!cat.ok()) return Fail("advise commit", cat.status());
   Result<advise::Discounts> d = DiscountsFrom(f);
-  if (!d.ok()) return Fail("commit", d.status());
+  if (!d.ok()) return Fail("advise commit", d.status());
   Result<advise::CommitAdvice> c =
       advise::AdviseCommit(*cat, f.size, f.region, f.nodes, f.utilization, *d);
-  if (!c.ok()) return Fail("commit", c.status());
+  if (!c.ok()) return Fail("advise commit", c.status());
   if (f.common.json) {
     std::cout << c->ToJson().dump(2) << "\n";
   } else {
@@ -267,7 +256,7 @@ int RunCatalog(const AdviseFlags& f) {
     return kExitOk;
   }
   Result<advise::Catalog> cat = LoadCatalog(f);
-  if (!cat.ok()) return Fail("catalog", cat.status());
+  if (!cat.ok()) return Fail("advise catalog", cat.status());
   if (f.common.json) {
     Json sizes = Json::array();
     for (const advise::VmSize& s : cat->sizes()) {

@@ -1,8 +1,6 @@
 // `gantry agent [--config F] [--listen HOST:PORT]`, `gantry agent check`,
 // `gantry agent rules export --prometheus`, `gantry agent idle cancel`:
 // flags, then the agent library.
-#include <signal.h>
-
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -10,8 +8,10 @@
 #include "cli.h"
 #include "gantry/agent/agent.h"
 #include "gantry/agent/rules.h"
+#include "gantry/agent/service.h"
 #include "gantry/core/json.h"
 #include "gantry/core/log.h"
+#include "gantry/core/service.h"
 
 namespace gantry::cli {
 namespace {
@@ -25,10 +25,6 @@ struct AgentFlags {
   bool prometheus = false;
 };
 
-int Fail(const Status& s, int code = kExitUsage) {
-  std::cerr << "gantry agent: " << s.message() << "\n";
-  return code;
-}
 
 Result<agent::AgentConfig> Load(const AgentFlags& f) {
   ASSIGN_OR_RETURN(agent::AgentConfig cfg, agent::LoadAgentConfig(f.config));
@@ -38,37 +34,17 @@ Result<agent::AgentConfig> Load(const AgentFlags& f) {
 
 int RunAgent(const AgentFlags& f) {
   Result<agent::AgentConfig> cfg = Load(f);
-  if (!cfg.ok()) return Fail(cfg.status());
-  // Signals are taken by this thread; block them before any thread starts.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  Result<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(*cfg);
-  if (!a.ok()) return Fail(a.status());
-  Status s = (*a)->Start();
-  if (!s.ok()) return Fail(s);
-  std::cout << "gantry agent listening on " << cfg->listen << " (port " << (*a)->port() << ")"
-            << std::endl;
-  for (;;) {
-    int sig = sigwaitinfo(&set, nullptr);
-    if (sig == SIGTERM || sig == SIGINT) {
-      log::warn("agent: {} received, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      break;
-    }
-    if (sig == SIGHUP) log::warn("agent: SIGHUP ignored; restart the agent to apply a new config");
-  }
-  (*a)->Stop();
-  return kExitOk;
+  if (!cfg.ok()) return Fail("agent", cfg.status());
+  ServiceRunner runner({});  // before Create: no agent thread may take the signals
+  Result<std::unique_ptr<agent::AgentService>> svc = agent::AgentService::Create(std::move(*cfg));
+  if (!svc.ok()) return Fail("agent", svc.status());
+  Status s = runner.Run(**svc);
+  return s.ok() ? kExitOk : Fail("agent", s);
 }
 
 int RunCheck(const AgentFlags& f) {
   Result<agent::AgentConfig> cfg = Load(f);
-  if (!cfg.ok()) return Fail(cfg.status());
+  if (!cfg.ok()) return Fail("agent", cfg.status());
   if (f.common.json) {
     std::cout << Json{{"config", f.config},
                       {"listen", cfg->listen},
@@ -88,41 +64,41 @@ int RunCheck(const AgentFlags& f) {
 
 int RunRulesExport(const AgentFlags& f) {
   if (!f.prometheus) {
-    return Fail(InvalidArgument("say which format: gantry agent rules export --prometheus"));
+    return Fail("agent", InvalidArgument("say which format: gantry agent rules export --prometheus"));
   }
   std::vector<agent::Rule> rules;
   if (!f.rules.empty()) {
     Result<std::vector<agent::Rule>> r = agent::LoadRulesFile(f.rules);
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return Fail("agent", r.status());
     rules = std::move(*r);
   } else if (!f.config.empty()) {
     Result<agent::AgentConfig> cfg = Load(f);
-    if (!cfg.ok()) return Fail(cfg.status());
+    if (!cfg.ok()) return Fail("agent", cfg.status());
     rules = cfg->rules;
   } else {
-    return Fail(InvalidArgument("pass --config agent.yaml or --rules rules.yaml"));
+    return Fail("agent", InvalidArgument("pass --config agent.yaml or --rules rules.yaml"));
   }
   std::vector<std::string> skipped;
   Result<std::string> yaml = agent::ExportPrometheusRules(rules, &skipped);
-  if (!yaml.ok()) return Fail(yaml.status());
+  if (!yaml.ok()) return Fail("agent", yaml.status());
   for (const std::string& s : skipped) std::cerr << "gantry agent: skipped " << s << "\n";
   if (f.out.empty() || f.out == "-") {
     std::cout << *yaml;
   } else {
     std::ofstream out(f.out);
     out << *yaml;
-    if (!out.flush()) return Fail(IoError("writing " + f.out, errno), kExitCheckFailed);
+    if (!out.flush()) return Fail("agent", IoError("writing " + f.out, errno));
   }
   return kExitOk;
 }
 
 int RunIdleCancel(const AgentFlags& f) {
   Result<agent::AgentConfig> cfg = Load(f);
-  if (!cfg.ok()) return Fail(cfg.status());
+  if (!cfg.ok()) return Fail("agent", cfg.status());
   const std::string& path = cfg->idle.cancel_file;
   std::ofstream out(path);
   if (!out) {
-    return Fail(IoError("creating the idle cancel file " + path, errno), kExitCheckFailed);
+    return Fail("agent", IoError("creating the idle cancel file " + path, errno));
   }
   std::cout << "idle shutdown cancelled (the agent picks up " << path << " at its next tick)\n";
   return kExitOk;

@@ -30,17 +30,11 @@ int RunVerify(const AuditFlags& f) {
   std::string pem;
   if (!f.key.empty()) {
     auto k = ReadFile(f.key);
-    if (!k.ok()) {
-      std::cerr << "gantry audit verify: --key: " << k.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!k.ok()) return Fail("audit verify", k.status().WithContext("--key"));
     pem = *k;
   }
   auto r = security::VerifyAuditLog(f.file, pem);
-  if (!r.ok()) {
-    std::cerr << "gantry audit verify: " << r.status().message() << "\n";
-    return kExitUsage;
-  }
+  if (!r.ok()) return Fail("audit verify", r.status());
   std::string key_id;
   if (!pem.empty()) {
     auto v = security::Ed25519Verifier::FromPublicPem(pem);
@@ -116,25 +110,18 @@ int RunKeygen(const AuditFlags& f) {
   for (const std::string& p : {priv_path, pub_path}) {
     struct stat st;
     if (::lstat(p.c_str(), &st) == 0) {
-      std::cerr << "gantry audit keygen: " << p
-                << " already exists; choose another --out PREFIX or move it away\n";
-      return kExitUsage;
+      return Fail("audit keygen",
+                  AlreadyExists(p + " already exists; choose another --out PREFIX or move it away"));
     }
   }
   auto kp = security::GenerateEd25519();
-  if (!kp.ok()) {
-    std::cerr << "gantry audit keygen: " << kp.status().message() << "\n";
-    return kExitCheckFailed;
-  }
+  if (!kp.ok()) return Fail("audit keygen", kp.status());
   Status s = WriteNewFile(priv_path, kp->private_pem, 0600);
   if (s.ok()) {
     s = WriteNewFile(pub_path, kp->public_pem, 0644);
     if (!s.ok()) ::unlink(priv_path.c_str());
   }
-  if (!s.ok()) {
-    std::cerr << "gantry audit keygen: " << s.message() << "\n";
-    return kExitUsage;
-  }
+  if (!s.ok()) return Fail("audit keygen", s);
   auto v = security::Ed25519Verifier::FromPublicPem(kp->public_pem);
   std::string key_id = v.ok() ? v->KeyId() : "";
   if (f.common.json) {

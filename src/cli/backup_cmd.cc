@@ -44,18 +44,6 @@ struct BackupFlags {
 };
 
 // Usage and configuration problems exit 2; data and I/O problems exit 1.
-int Fail(std::string_view verb, const Status& s) {
-  std::cerr << "gantry backup " << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kPermissionDenied:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
 
 struct Opened {
   std::unique_ptr<storage::ObjectStore> store;
@@ -158,17 +146,17 @@ int RunCreate(const BackupFlags& f) {
   for (const std::string& t : f.tags) {
     size_t eq = t.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return Fail("create", InvalidArgument("--tag '" + t + "' is not KEY=VALUE"));
+      return Fail("backup create", InvalidArgument("--tag '" + t + "' is not KEY=VALUE"));
     }
     o.tags[t.substr(0, eq)] = t.substr(eq + 1);
   }
   auto opened = OpenRepo(f, /*init=*/true);
-  if (!opened.ok()) return Fail("create", opened.status());
+  if (!opened.ok()) return Fail("backup create", opened.status());
   auto bar = MakeBar(f, "backup");
   o.progress = bar->Fn();
   auto m = backup::CreateBackup(*opened->repo, o);
   bar->Finish();
-  if (!m.ok()) return Fail("create", m.status());
+  if (!m.ok()) return Fail("backup create", m.status());
   if (f.common.json) {
     std::cout << Summary(*m).dump(2) << "\n";
     return kExitOk;
@@ -187,9 +175,9 @@ int RunCreate(const BackupFlags& f) {
 
 int RunList(const BackupFlags& f) {
   auto opened = OpenRepo(f, false);
-  if (!opened.ok()) return Fail("list", opened.status());
+  if (!opened.ok()) return Fail("backup list", opened.status());
   auto list = backup::ListBackups(*opened->repo);
-  if (!list.ok()) return Fail("list", list.status());
+  if (!list.ok()) return Fail("backup list", list.status());
   int rc = kExitOk;
   if (f.common.json) {
     Json arr = Json::array();
@@ -227,9 +215,9 @@ int RunList(const BackupFlags& f) {
 
 int RunRestore(const BackupFlags& f) {
   auto opened = OpenRepo(f, false);
-  if (!opened.ok()) return Fail("restore", opened.status());
+  if (!opened.ok()) return Fail("backup restore", opened.status());
   auto m = backup::FindBackup(*opened->repo, f.id, f.name);
-  if (!m.ok()) return Fail("restore", m.status());
+  if (!m.ok()) return Fail("backup restore", m.status());
   backup::RestoreOptions o;
   o.target = f.to;
   o.includes = f.includes;
@@ -238,7 +226,7 @@ int RunRestore(const BackupFlags& f) {
   o.progress = bar->Fn();
   auto r = backup::Restore(*opened->repo, *m, o);
   bar->Finish();
-  if (!r.ok()) return Fail("restore", r.status());
+  if (!r.ok()) return Fail("backup restore", r.status());
   if (f.common.json) {
     std::cout << Json{{"id", m->id},       {"key", m->key},   {"target", f.to},
                       {"files", r->files}, {"dirs", r->dirs}, {"symlinks", r->symlinks},
@@ -255,14 +243,14 @@ int RunRestore(const BackupFlags& f) {
 
 int RunVerify(const BackupFlags& f) {
   if (f.all == !f.id.empty()) {
-    return Fail("verify", InvalidArgument("give a backup ID (or 'latest') or --all"));
+    return Fail("backup verify", InvalidArgument("give a backup ID (or 'latest') or --all"));
   }
   auto opened = OpenRepo(f, false);
-  if (!opened.ok()) return Fail("verify", opened.status());
+  if (!opened.ok()) return Fail("backup verify", opened.status());
   std::vector<std::string> keys;
   if (!f.all) {
     auto m = backup::FindBackup(*opened->repo, f.id, f.name);
-    if (!m.ok() && m.status().code() != StatusCode::kDataLoss) return Fail("verify", m.status());
+    if (!m.ok() && m.status().code() != StatusCode::kDataLoss) return Fail("backup verify", m.status());
     if (!m.ok()) {
       std::cerr << "gantry backup verify: " << m.status().message() << "\n";
       return kExitCheckFailed;
@@ -276,7 +264,7 @@ int RunVerify(const BackupFlags& f) {
   o.progress = bar->Fn();
   auto reports = backup::Verify(*opened->repo, keys, o);
   bar->Finish();
-  if (!reports.ok()) return Fail("verify", reports.status());
+  if (!reports.ok()) return Fail("backup verify", reports.status());
   int rc = kExitOk;
   Json arr = Json::array();
   for (const auto& r : *reports) {
@@ -312,16 +300,16 @@ int RunPrune(const BackupFlags& f) {
   backup::PruneOptions o;
   o.policy = {f.keep_last, f.keep_daily, f.keep_weekly, f.keep_monthly};
   if (f.keep_last < 0 || f.keep_daily < 0 || f.keep_weekly < 0 || f.keep_monthly < 0) {
-    return Fail("prune", InvalidArgument("--keep-* values must be >= 0"));
+    return Fail("backup prune", InvalidArgument("--keep-* values must be >= 0"));
   }
   o.dry_run = f.dry_run;
   auto grace = ParseDuration(f.gc_grace);
-  if (!grace.ok()) return Fail("prune", grace.status().WithContext("--gc-grace"));
+  if (!grace.ok()) return Fail("backup prune", grace.status().WithContext("--gc-grace"));
   o.gc_grace = std::chrono::duration_cast<std::chrono::seconds>(*grace);
   auto opened = OpenRepo(f, false);
-  if (!opened.ok()) return Fail("prune", opened.status());
+  if (!opened.ok()) return Fail("backup prune", opened.status());
   auto r = backup::Prune(*opened->repo, o);
-  if (!r.ok()) return Fail("prune", r.status());
+  if (!r.ok()) return Fail("backup prune", r.status());
   size_t removed = 0;
   for (const auto& d : r->decisions) removed += d.keep ? 0 : 1;
   if (f.common.json) {

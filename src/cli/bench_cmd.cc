@@ -357,9 +357,7 @@ int RunCollective(Collective collective, BenchCommand& cmd) {
       } else {
         log::warn("gantry bench: {}", s.message());
       }
-      const bool usage =
-          s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kResourceExhausted;
-      return usage ? kExitUsage : kExitCheckFailed;
+      return ExitCode(s);
     }
     if (cmd.json && comm.rank() == 0) {
       std::fputs((report->ToJson().dump(2) + "\n").c_str(), stdout);
@@ -378,8 +376,7 @@ int MemcpyMain(BenchCommand& cmd) {
                                       ? bench::MeasureMemcpyBandwidth(cmd.options.min_bytes)
                                       : bench::MeasureMemcpyBandwidth();
   if (!r.ok()) {
-    std::fprintf(stderr, "gantry bench memcpy: %s\n", r.status().message().c_str());
-    return r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitCheckFailed;
+    return Fail("bench memcpy", r.status());
   }
   if (cmd.json) {
     Json j = {{"bytes", r->bytes},
@@ -557,16 +554,7 @@ int GemmMain(int argc, char** argv) {
     if (message.starts_with("gemm: ")) message.remove_prefix(6);  // we say "gemm" already
     std::fprintf(stderr, "gantry bench gemm: %.*s\n", static_cast<int>(message.size()),
                  message.data());
-    switch (s.code()) {
-      case StatusCode::kInvalidArgument:
-      case StatusCode::kUnimplemented:
-      case StatusCode::kUnavailable:
-      case StatusCode::kResourceExhausted:
-      case StatusCode::kNotFound:
-        return kExitUsage;
-      default:
-        return kExitCheckFailed;
-    }
+    return ExitCode(s);
   }
   char err[64];
   std::snprintf(err, sizeof(err), "err %.2g %s %.2g", r->max_rel_error, r->verified ? "<=" : ">",

@@ -42,16 +42,6 @@ struct CkptFlags {
   int iters = 3;
 };
 
-int Fail(std::string_view verb, const Status& s) {
-  std::cerr << "gantry ckpt " << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
 
 // Opens DIR (<root>/<run>); only prune may modify it.
 Result<std::unique_ptr<ckpt::CheckpointManager>> OpenDir(const CkptFlags& f,
@@ -83,9 +73,9 @@ Result<int64_t> ResolveStep(ckpt::CheckpointManager& m, const CkptFlags& f) {
 
 int RunLs(const CkptFlags& f) {
   auto m = OpenDir(f);
-  if (!m.ok()) return Fail("ls", m.status());
+  if (!m.ok()) return Fail("ckpt ls", m.status());
   auto list = (*m)->List();
-  if (!list.ok()) return Fail("ls", list.status());
+  if (!list.ok()) return Fail("ckpt ls", list.status());
   if (f.common.json) {
     Json arr = Json::array();
     for (const auto& c : *list) {
@@ -125,11 +115,11 @@ int RunLs(const CkptFlags& f) {
 
 int RunShow(const CkptFlags& f) {
   auto m = OpenDir(f);
-  if (!m.ok()) return Fail("show", m.status());
+  if (!m.ok()) return Fail("ckpt show", m.status());
   auto step = ResolveStep(**m, f);
-  if (!step.ok()) return Fail("show", step.status());
+  if (!step.ok()) return Fail("ckpt show", step.status());
   auto manifest = ReadJsonFile((*m)->StepDir(*step) + "/manifest.json");
-  if (!manifest.ok()) return Fail("show", manifest.status());
+  if (!manifest.ok()) return Fail("ckpt show", manifest.status());
   if (f.common.json) {
     std::cout << manifest->dump(2) << "\n";
     return kExitOk;
@@ -152,15 +142,15 @@ int RunShow(const CkptFlags& f) {
 
 int RunVerify(const CkptFlags& f) {
   auto m = OpenDir(f);
-  if (!m.ok()) return Fail("verify", m.status());
+  if (!m.ok()) return Fail("ckpt verify", m.status());
   auto mode = ckpt::ParseVerifyMode(f.verify);
-  if (!mode.ok()) return Fail("verify", mode.status());
+  if (!mode.ok()) return Fail("ckpt verify", mode.status());
   std::vector<int64_t> steps;
   if (f.step >= 0) {
     steps.push_back(f.step);
   } else {
     auto list = (*m)->List();
-    if (!list.ok()) return Fail("verify", list.status());
+    if (!list.ok()) return Fail("ckpt verify", list.status());
     for (const auto& c : *list) steps.push_back(c.step);
   }
   int rc = kExitOk;
@@ -190,9 +180,9 @@ int RunPrune(const CkptFlags& f) {
     return kExitUsage;
   }
   auto m = OpenDir(f, /*writable=*/true);
-  if (!m.ok()) return Fail("prune", m.status());
+  if (!m.ok()) return Fail("ckpt prune", m.status());
   auto deleted = (*m)->Prune();
-  if (!deleted.ok()) return Fail("prune", deleted.status());
+  if (!deleted.ok()) return Fail("ckpt prune", deleted.status());
   if (f.common.json) {
     std::cout << Json{{"deleted", *deleted}}.dump(2) << "\n";
   } else {
@@ -205,20 +195,20 @@ int RunPrune(const CkptFlags& f) {
 
 int RunPlan(const CkptFlags& f) {
   auto c = ParseDuration(f.save_time);
-  if (!c.ok()) return Fail("plan", c.status().WithContext("--save-time"));
+  if (!c.ok()) return Fail("ckpt plan", c.status().WithContext("--save-time"));
   auto mtbf = ParseDuration(f.mtbf);
-  if (!mtbf.ok()) return Fail("plan", mtbf.status().WithContext("--mtbf"));
+  if (!mtbf.ok()) return Fail("ckpt plan", mtbf.status().WithContext("--mtbf"));
   uint64_t bytes = 0;
   if (!f.state_size.empty()) {
     auto b = ParseSize(f.state_size);
-    if (!b.ok()) return Fail("plan", b.status().WithContext("--state-size"));
+    if (!b.ok()) return Fail("ckpt plan", b.status().WithContext("--state-size"));
     bytes = *b;
   }
   auto seconds = [](std::chrono::nanoseconds d) {
     return std::chrono::duration<double>(d).count();
   };
   auto p = ckpt::PlanInterval(seconds(*c), seconds(*mtbf), bytes, f.budget);
-  if (!p.ok()) return Fail("plan", p.status());
+  if (!p.ok()) return Fail("ckpt plan", p.status());
   auto fmt = [](double s) {
     return FormatDuration(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)));
   };
@@ -251,24 +241,24 @@ int RunExport(const CkptFlags& f) {
     return kExitUsage;
   }
   auto m = OpenDir(f);
-  if (!m.ok()) return Fail("export", m.status());
+  if (!m.ok()) return Fail("ckpt export", m.status());
   auto step = ResolveStep(**m, f);
-  if (!step.ok()) return Fail("export", step.status());
+  if (!step.ok()) return Fail("ckpt export", step.status());
   auto loaded = (*m)->Load(*step, f.names);
-  if (!loaded.ok()) return Fail("export", loaded.status());
+  if (!loaded.ok()) return Fail("ckpt export", loaded.status());
   std::vector<ckpt::TensorView> views;
   for (const ckpt::Tensor& t : loaded->tensors) {
     views.push_back({t.name, t.dtype, t.shape, t.data.data(), t.data.size()});
   }
   Status s = ckpt::WriteSafetensors(f.out, views);
-  if (!s.ok()) return Fail("export", s);
+  if (!s.ok()) return Fail("ckpt export", s);
   std::cout << "wrote step " << *step << " (" << views.size() << " tensors) to " << f.out << "\n";
   return kExitOk;
 }
 
 int RunBench(const CkptFlags& f) {
   auto size = ParseSize(f.size);
-  if (!size.ok()) return Fail("bench", size.status().WithContext("--size"));
+  if (!size.ok()) return Fail("ckpt bench", size.status().WithContext("--size"));
   ckpt::BenchOptions o;
   o.dir = f.dir;
   o.state_bytes = *size;
@@ -277,7 +267,7 @@ int RunBench(const CkptFlags& f) {
   if (!f.common.json)
     std::cerr << "gantry ckpt bench: " << FormatSize(*size) << " in " << f.dir << "...\n";
   auto r = ckpt::RunBench(o);
-  if (!r.ok()) return Fail("bench", r.status());
+  if (!r.ok()) return Fail("ckpt bench", r.status());
   if (f.common.json) {
     std::cout << r->ToJson().dump(2) << "\n";
   } else {

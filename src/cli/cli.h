@@ -1,9 +1,11 @@
 // Shared pieces of the `gantry` command line. Each module's commands live in
 // their own <module>_cmd.cc and only parse flags, call the library and print.
 //
-// Exit codes (documented in README.md):
-//   0 ok, 1 a check failed, 2 usage or configuration error,
+// Exit codes (documented in README.md), the same for every command:
+//   0 ok, 1 a check failed or the work failed, 2 usage or configuration error,
 //   7 wrong results from a collective (as nccl-tests).
+// A command never picks an exit code for a Status itself: it returns Fail(), so
+// a NotFound exits 2 whichever command reports it.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,22 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitWrongResults = 7;
+
+// The one Status -> exit code map:
+//   kExitUsage (2): InvalidArgument, NotFound, AlreadyExists, FailedPrecondition,
+//     PermissionDenied, ResourceExhausted, Unimplemented: the invocation, a file or
+//     key it names, the credentials, a size asked for or the machine's state must
+//     change before a rerun can succeed; the message says what.
+//   kExitCheckFailed (1): everything else: the command ran and what it checked or
+//     did failed: DataLoss (corruption found), Unavailable, DeadlineExceeded (a peer
+//     that did not answer: a rerun may succeed), IoError, Internal.
+// kExitWrongResults is never derived from a Status; only collectives return it.
+// Precondition: !s.ok() (an OK status maps to kExitOk).
+int ExitCode(const Status& s);
+
+// Prints "gantry <command>: <message>" on stderr and returns ExitCode(s).
+// `command` is the words the user typed, e.g. "registry show".
+int Fail(std::string_view command, const Status& s);
 
 struct CommonFlags {
   bool json = false;

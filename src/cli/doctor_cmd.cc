@@ -46,19 +46,13 @@ int RunDoctorCommand(const DoctorFlags& flags) {
         std::find(names.begin(), names.end(), flags.health_profile) != names.end();
     Result<health::Profile> p = builtin ? health::Profile::Builtin(flags.health_profile)
                                         : health::Profile::LoadFile(flags.health_profile);
-    if (!p.ok()) {
-      std::cerr << "gantry doctor: --health-profile: " << p.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!p.ok()) return Fail("doctor", p.status().WithContext("--health-profile"));
   }
   options.ranks = flags.ranks;
   std::optional<advise::Catalog> catalog;
   if (!flags.catalog.empty()) {
     Result<advise::Catalog> c = advise::Catalog::LoadFile(flags.catalog);
-    if (!c.ok()) {
-      std::cerr << "gantry doctor: --catalog: " << c.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!c.ok()) return Fail("doctor", c.status().WithContext("--catalog"));
     catalog = std::move(*c);
     options.catalog = &*catalog;
   }
@@ -66,10 +60,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
     Result<Config> cfg = Config::LoadFile(flags.workload);
     Result<advise::Workload> w =
         cfg.ok() ? advise::ParseWorkload(*cfg) : Result<advise::Workload>(cfg.status());
-    if (!w.ok()) {
-      std::cerr << "gantry doctor: --workload: " << w.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!w.ok()) return Fail("doctor", w.status().WithContext("--workload"));
     options.workload = *w;
   }
   if (!flags.common.json && ::isatty(STDERR_FILENO)) {
@@ -79,10 +70,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   }
   AzureImds imds;
   Result<doctor::DoctorReport> report = doctor::RunDoctor(options, imds, SystemClock());
-  if (!report.ok()) {
-    std::cerr << "gantry doctor: " << report.status().message() << "\n";
-    return report.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitCheckFailed;
-  }
+  if (!report.ok()) return Fail("doctor", report.status());
   const std::string json = report->ToJson().dump(2) + "\n";
   if (flags.common.json) {
     std::cout << json;
@@ -92,10 +80,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   std::cout.flush();
   if (!flags.out.empty()) {
     Status s = WriteFileAtomic(flags.out, json);
-    if (!s.ok()) {
-      std::cerr << "gantry doctor: --out " << flags.out << ": " << s.message() << "\n";
-      return kExitUsage;
-    }
+    if (!s.ok()) return Fail("doctor", s.WithContext("--out " + flags.out));
   }
   return report->overall == doctor::Verdict::kFail ? kExitCheckFailed : kExitOk;
 }

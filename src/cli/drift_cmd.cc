@@ -37,19 +37,6 @@ struct DriftFlags {
   std::optional<double> min_accuracy, min_f1, max_rmse;
 };
 
-int Fail(std::string_view verb, const Status& s, int other = kExitCheckFailed) {
-  std::cerr << "gantry drift " << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kUnimplemented:
-    case StatusCode::kDataLoss:  // a corrupt profile or input file
-      return kExitUsage;
-    default:
-      return other;
-  }
-}
 
 // A note on stderr before reading a big file, so a long read is not silent.
 void NoteRead(const std::string& path, bool json) {
@@ -67,15 +54,15 @@ Result<drift::Table> Read(const DriftFlags& f, const std::string& path, const dr
 
 int RunProfile(const DriftFlags& f) {
   Result<drift::Schema> schema = drift::Schema::LoadFile(f.schema);
-  if (!schema.ok()) return Fail("profile", schema.status());
+  if (!schema.ok()) return Fail("drift profile", schema.status());
   Result<drift::Table> table = Read(f, f.data, *schema);
-  if (!table.ok()) return Fail("profile", table.status());
+  if (!table.ok()) return Fail("drift profile", table.status());
   drift::ProfileOptions po;
   po.max_exact_rows = f.max_exact_rows;
   Result<drift::Profile> profile = drift::Profile::Build(*table, po);
-  if (!profile.ok()) return Fail("profile", profile.status());
+  if (!profile.ok()) return Fail("drift profile", profile.status());
   Status s = profile->Save(f.out);
-  if (!s.ok()) return Fail("profile", s);
+  if (!s.ok()) return Fail("drift profile", s);
   if (f.common.json) {
     Json j = {{"profile", f.out}, {"rows", table->rows}, {"columns", table->columns.size()}};
     std::cout << j.dump(2) << "\n";
@@ -116,32 +103,38 @@ std::string SchemaYamlFromProfile(const drift::Profile& p, bool ignore_extra) {
 
 int RunCompare(const DriftFlags& f) {
   Result<drift::Profile> profile = drift::Profile::Load(f.reference);
-  if (!profile.ok()) return Fail("compare", profile.status());
+  // The profile is this command's input: one that is not a profile (or is
+  // damaged) is a bad --reference value, exit 2, not a failed comparison.
+  if (!profile.ok()) {
+    Status s = profile.status();
+    if (s.code() == StatusCode::kDataLoss) s = InvalidArgument(s.message());
+    return Fail("drift compare", s.WithContext("--reference"));
+  }
   Result<drift::Schema> schema =
       f.schema.empty()
           ? drift::Schema::LoadString(SchemaYamlFromProfile(*profile, /*ignore_extra=*/true),
                                       f.reference + " (columns)")
           : drift::Schema::LoadFile(f.schema);
-  if (!schema.ok()) return Fail("compare", schema.status());
+  if (!schema.ok()) return Fail("drift compare", schema.status());
   Result<drift::Table> current = Read(f, f.current, *schema);
-  if (!current.ok()) return Fail("compare", current.status());
+  if (!current.ok()) return Fail("drift compare", current.status());
   drift::CompareOptions co;
   co.threads = f.threads;
   Result<drift::DriftReport> report = drift::Compare(*profile, *current, co);
-  if (!report.ok()) return Fail("compare", report.status());
+  if (!report.ok()) return Fail("drift compare", report.status());
   if (!f.out.empty()) {
     Status s = WriteFileAtomic(f.out, report->ToJson().dump(2) + "\n");
-    if (!s.ok()) return Fail("compare", s);
+    if (!s.ok()) return Fail("drift compare", s);
   }
   if (!f.html.empty()) {
     Status s = WriteFileAtomic(f.html, report->RenderHtml());
-    if (!s.ok()) return Fail("compare", s);
+    if (!s.ok()) return Fail("drift compare", s);
   }
   if (!f.prom.empty()) {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     Status s = WriteFileAtomic(f.prom, report->RenderPrometheus(now));
-    if (!s.ok()) return Fail("compare", s);
+    if (!s.ok()) return Fail("drift compare", s);
   }
   if (f.common.json) {
     std::cout << report->ToJson().dump(2) << "\n";
@@ -153,11 +146,11 @@ int RunCompare(const DriftFlags& f) {
 
 int RunValidate(const DriftFlags& f) {
   Result<drift::Protocol> protocol = drift::ParseProtocol(f.protocol);
-  if (!protocol.ok()) return Fail("validate", protocol.status());
+  if (!protocol.ok()) return Fail("drift validate", protocol.status());
   Result<drift::Schema> schema = drift::Schema::LoadFile(f.schema);
-  if (!schema.ok()) return Fail("validate", schema.status());
+  if (!schema.ok()) return Fail("drift validate", schema.status());
   Result<drift::Table> data = Read(f, f.data, *schema);
-  if (!data.ok()) return Fail("validate", data.status());
+  if (!data.ok()) return Fail("drift validate", data.status());
   drift::ValidateOptions o;
   o.endpoint = f.endpoint;
   o.protocol = *protocol;
@@ -173,18 +166,13 @@ int RunValidate(const DriftFlags& f) {
   o.min_f1 = f.min_f1;
   o.max_rmse = f.max_rmse;
   Result<drift::ValidateResult> r = drift::Validate(*data, o);
-  // Endpoint failures (unreachable, timeouts, bad responses) fail the
-  // revalidation job: exit 1, so schedulers alert as for a bad model.
-  if (!r.ok()) {
-    if (r.status().code() == StatusCode::kDataLoss) {
-      std::cerr << "gantry drift validate: " << r.status().message() << "\n";
-      return kExitCheckFailed;
-    }
-    return Fail("validate", r.status());
-  }
+  // Endpoint failures (unreachable, timeouts, bad responses: Unavailable,
+  // DataLoss) fail the revalidation job with exit 1, so schedulers alert as for
+  // a bad model.
+  if (!r.ok()) return Fail("drift validate", r.status());
   if (!f.out.empty()) {
     Status s = WriteFileAtomic(f.out, r->ToJson().dump(2) + "\n");
-    if (!s.ok()) return Fail("validate", s);
+    if (!s.ok()) return Fail("drift validate", s);
   }
   if (f.common.json)
     std::cout << r->ToJson().dump(2) << "\n";

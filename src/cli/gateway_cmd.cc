@@ -1,9 +1,6 @@
 // `gantry gateway run|check|keys|token|backends|drain|undrain|rollout|anomalies`:
 // flags, then the gateway library or its admin API.
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <charconv>
@@ -11,23 +8,25 @@
 #include <iostream>
 #include <thread>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"
 #include "gantry/core/log.h"
+#include "gantry/core/service.h"
 #include "gantry/core/table.h"
 #include "gantry/core/units.h"
+#include "gantry/gateway/admin_client.h"
 #include "gantry/gateway/config.h"
 #include "gantry/gateway/server.h"
+#include "gantry/gateway/service.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/key_store.h"
 
 namespace gantry::cli {
 namespace {
 
-using nlohmann::json;
+using json = Json;  // ordered: --json prints keys in the API's order
 
 struct GatewayFlags {
   CommonFlags common;
@@ -58,76 +57,16 @@ struct GatewayFlags {
   std::string wait_timeout = "10m";
 };
 
-int Fail(const Status& s, int code = kExitUsage) {
-  std::cerr << "gantry gateway: " << s.message() << "\n";
-  return code;
-}
 
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-int64_t MTime(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return 0;
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
+// SIGHUP or an edit of the file reloads; SIGTERM drains for --grace-ms.
 int RunGateway(const GatewayFlags& f) {
-  if (f.config.empty()) return Fail(InvalidArgument("--config is required"));
-  Result<gateway::GatewayConfig> cfg = gateway::LoadGatewayConfig(f.config);
-  if (!cfg.ok()) return Fail(cfg.status());
-  // Signals are taken by this thread with sigtimedwait; block them before any
-  // thread starts so that none of the workers receives them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  Result<std::unique_ptr<gateway::Gateway>> gw = gateway::Gateway::Create(std::move(*cfg));
-  if (!gw.ok()) return Fail(gw.status());
-  Status s = (*gw)->Start();
-  if (!s.ok()) return Fail(s);
-  std::cout << "gantry gateway listening on " << (*gw)->url() << std::endl;
-  log::info("gateway: listening on {}", (*gw)->url());
-
-  int64_t mtime = MTime(f.config);
-  auto reload = [&](const char* why) {
-    Result<gateway::GatewayConfig> next = gateway::LoadGatewayConfig(f.config);
-    Status r = next.ok() ? (*gw)->Reload(std::move(*next)) : next.status();
-    if (r.ok()) {
-      log::warn("gateway: configuration reloaded ({})", why);
-    } else {
-      log::error("gateway: reload ({}) refused, keeping the running configuration: {}", why,
-                 r.message());
-    }
-  };
-  for (;;) {
-    timespec one_second{1, 0};
-    int sig = sigtimedwait(&set, nullptr, &one_second);
-    if (sig == SIGTERM || sig == SIGINT) {
-      log::warn("gateway: {} received, draining for up to {} ms", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                f.grace_ms);
-      break;
-    }
-    if (sig == SIGHUP) {
-      mtime = MTime(f.config);
-      reload("SIGHUP");
-      continue;
-    }
-    // Every second: keys edited by another process, and the config file.
-    Status k = (*gw)->RefreshKeys();
-    if (!k.ok()) log::error("gateway: cannot refresh API keys: {}", k.message());
-    int64_t m = MTime(f.config);
-    if (m != 0 && m != mtime) {
-      mtime = m;
-      reload("file changed");
-    }
-  }
-  (*gw)->Stop(f.grace_ms);
-  (*gw)->Wait();
-  return kExitOk;
+  ServiceRunner runner({.watch = {f.config}, .grace = std::chrono::milliseconds(f.grace_ms)});
+  Result<std::unique_ptr<gateway::GatewayService>> svc = gateway::GatewayService::Create(f.config);
+  if (!svc.ok()) return Fail("gateway", svc.status());
+  Status s = runner.Run(**svc);
+  return s.ok() ? kExitOk : Fail("gateway", s);
 }
 
 // Pools written in the config (not the implicit one-backend pools).
@@ -138,9 +77,9 @@ size_t NamedPools(const gateway::GatewayConfig& cfg) {
 }
 
 int RunCheck(const GatewayFlags& f) {
-  if (f.config.empty()) return Fail(InvalidArgument("--config is required"));
+  if (f.config.empty()) return Fail("gateway", InvalidArgument("--config is required"));
   Result<gateway::GatewayConfig> cfg = gateway::LoadGatewayConfig(f.config);
-  if (!cfg.ok()) return Fail(cfg.status());
+  if (!cfg.ok()) return Fail("gateway", cfg.status());
   if (f.common.json) {
     std::cout << json{{"ok", true},
                       {"config", f.config},
@@ -178,30 +117,9 @@ json KeyJson(const security::ApiKeyInfo& k) {
               {"created", k.created_unix}, {"expires", k.expires_unix}, {"revoked", k.revoked_unix}};
 }
 
-// Online: the admin API of a running gateway.
-Result<json> Admin(const GatewayFlags& f, std::string method, std::string path, json body) {
-  if (f.admin_key.empty()) {
-    return InvalidArgument("--admin-key (a key whose role has action 'admin') is required with --url");
-  }
-  http::Request req;
-  req.method = std::move(method);
-  req.url = f.url + path;
-  req.headers = {{"Authorization", "Bearer " + f.admin_key}, {"Content-Type", "application/json"}};
-  if (!body.is_null()) req.body = body.dump();
-  req.deadline = std::chrono::seconds(10);
-  ASSIGN_OR_RETURN(http::Response resp, http::Send(req));
-  json j = json::parse(resp.body, nullptr, false);
-  if (resp.status >= 400) {
-    std::string msg = resp.body;
-    if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object() &&
-        j["error"].contains("message") && j["error"]["message"].is_string()) {
-      msg = j["error"]["message"].get<std::string>();
-    }
-    return Status(resp.status == 404 ? StatusCode::kNotFound : StatusCode::kFailedPrecondition,
-                  fmt::format("{} {}: HTTP {}: {}", req.method, path, resp.status, msg));
-  }
-  if (j.is_discarded()) return DataLoss(fmt::format("{}: response is not JSON", req.url));
-  return j;
+// Online: the admin API of a running gateway (--url, --admin-key).
+Result<gateway::AdminClient> Admin(const GatewayFlags& f) {
+  return gateway::AdminClient::Create(f.url, f.admin_key);
 }
 
 void PrintKeys(const json& keys, bool as_json) {
@@ -247,32 +165,32 @@ Result<int64_t> DurationSeconds(const std::string& text, const char* flag) {
 
 int RunKeysCreate(const GatewayFlags& f) {
   Result<int64_t> expires_in = DurationSeconds(f.expires_in, "--expires-in");
-  if (!expires_in.ok()) return Fail(expires_in.status());
+  if (!expires_in.ok()) return Fail("gateway", expires_in.status());
   if (!f.url.empty()) {
-    json body{{"name", f.name}, {"role", f.role}};
-    if (*expires_in > 0) body["expires_in_s"] = *expires_in;
-    Result<json> r = Admin(f, "POST", "/admin/keys", body);
-    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+    Result<gateway::AdminClient> admin = Admin(f);
+    if (!admin.ok()) return Fail("gateway", admin.status());
+    Result<json> r = admin->CreateKey(f.name, f.role, *expires_in);
+    if (!r.ok()) return Fail("gateway", r.status());
     PrintNewKey(*r, f.common.json);
     return kExitOk;
   }
   Result<std::string> state = StatePath(f);
-  if (!state.ok()) return Fail(state.status());
+  if (!state.ok()) return Fail("gateway", state.status());
   // Offline, the role is checked against the config when there is one.
   if (!f.config.empty()) {
     Result<gateway::GatewayConfig> cfg = gateway::LoadGatewayConfig(f.config);
-    if (!cfg.ok()) return Fail(cfg.status());
+    if (!cfg.ok()) return Fail("gateway", cfg.status());
     bool known = false;
     for (const auto& r : cfg->roles) known = known || r.name == f.role;
     if (!known) {
-      return Fail(InvalidArgument(fmt::format("role '{}' is not defined in {}", f.role, f.config)));
+      return Fail("gateway", InvalidArgument(fmt::format("role '{}' is not defined in {}", f.role, f.config)));
     }
   }
   Result<std::unique_ptr<security::KeyStore>> ks = security::KeyStore::Open(*state);
-  if (!ks.ok()) return Fail(ks.status());
+  if (!ks.ok()) return Fail("gateway", ks.status());
   int64_t now = Now();
   auto created = (*ks)->Create(f.name, f.role, *expires_in > 0 ? now + *expires_in : 0, now);
-  if (!created.ok()) return Fail(created.status());
+  if (!created.ok()) return Fail("gateway", created.status());
   json k = KeyJson(created->first);
   k["key"] = created->second;
   PrintNewKey(k, f.common.json);
@@ -281,17 +199,19 @@ int RunKeysCreate(const GatewayFlags& f) {
 
 int RunKeysList(const GatewayFlags& f) {
   if (!f.url.empty()) {
-    Result<json> r = Admin(f, "GET", "/admin/keys", nullptr);
-    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+    Result<gateway::AdminClient> admin = Admin(f);
+    if (!admin.ok()) return Fail("gateway", admin.status());
+    Result<json> r = admin->ListKeys();
+    if (!r.ok()) return Fail("gateway", r.status());
     PrintKeys((*r)["keys"], f.common.json);
     return kExitOk;
   }
   Result<std::string> state = StatePath(f);
-  if (!state.ok()) return Fail(state.status());
+  if (!state.ok()) return Fail("gateway", state.status());
   Result<std::unique_ptr<security::KeyStore>> ks = security::KeyStore::Open(*state);
-  if (!ks.ok()) return Fail(ks.status());
+  if (!ks.ok()) return Fail("gateway", ks.status());
   Result<std::vector<security::ApiKeyInfo>> keys = (*ks)->List();
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("gateway", keys.status());
   json arr = json::array();
   for (const auto& k : *keys) arr.push_back(KeyJson(k));
   PrintKeys(arr, f.common.json);
@@ -300,19 +220,21 @@ int RunKeysList(const GatewayFlags& f) {
 
 int RunKeysRotate(const GatewayFlags& f) {
   Result<int64_t> grace = DurationSeconds(f.grace, "--grace");
-  if (!grace.ok()) return Fail(grace.status());
+  if (!grace.ok()) return Fail("gateway", grace.status());
   if (!f.url.empty()) {
-    Result<json> r = Admin(f, "POST", "/admin/keys/" + f.id + "/rotate", json{{"grace_s", *grace}});
-    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+    Result<gateway::AdminClient> admin = Admin(f);
+    if (!admin.ok()) return Fail("gateway", admin.status());
+    Result<json> r = admin->RotateKey(f.id, *grace);
+    if (!r.ok()) return Fail("gateway", r.status());
     PrintNewKey(*r, f.common.json);
     return kExitOk;
   }
   Result<std::string> state = StatePath(f);
-  if (!state.ok()) return Fail(state.status());
+  if (!state.ok()) return Fail("gateway", state.status());
   Result<std::unique_ptr<security::KeyStore>> ks = security::KeyStore::Open(*state);
-  if (!ks.ok()) return Fail(ks.status());
+  if (!ks.ok()) return Fail("gateway", ks.status());
   auto rotated = (*ks)->Rotate(f.id, *grace, Now());
-  if (!rotated.ok()) return Fail(rotated.status(), kExitCheckFailed);
+  if (!rotated.ok()) return Fail("gateway", rotated.status());
   json k = KeyJson(rotated->first);
   k["key"] = rotated->second;
   k["replaces"] = f.id;
@@ -322,15 +244,17 @@ int RunKeysRotate(const GatewayFlags& f) {
 
 int RunKeysRevoke(const GatewayFlags& f) {
   if (!f.url.empty()) {
-    Result<json> r = Admin(f, "DELETE", "/admin/keys/" + f.id, nullptr);
-    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+    Result<gateway::AdminClient> admin = Admin(f);
+    if (!admin.ok()) return Fail("gateway", admin.status());
+    Result<json> r = admin->RevokeKey(f.id);
+    if (!r.ok()) return Fail("gateway", r.status());
   } else {
     Result<std::string> state = StatePath(f);
-    if (!state.ok()) return Fail(state.status());
+    if (!state.ok()) return Fail("gateway", state.status());
     Result<std::unique_ptr<security::KeyStore>> ks = security::KeyStore::Open(*state);
-    if (!ks.ok()) return Fail(ks.status());
+    if (!ks.ok()) return Fail("gateway", ks.status());
     Status s = (*ks)->Revoke(f.id, Now());
-    if (!s.ok()) return Fail(s, kExitCheckFailed);
+    if (!s.ok()) return Fail("gateway", s);
   }
   if (f.common.json) {
     std::cout << json{{"id", f.id}, {"revoked", true}}.dump() << "\n";
@@ -342,10 +266,10 @@ int RunKeysRevoke(const GatewayFlags& f) {
 
 int RunToken(const GatewayFlags& f) {
   if (f.key_file.empty()) {
-    return Fail(InvalidArgument("--key-file is required (HS256 secret or RS256/ES256 private key PEM)"));
+    return Fail("gateway", InvalidArgument("--key-file is required (HS256 secret or RS256/ES256 private key PEM)"));
   }
   Result<std::string> key = ReadFile(f.key_file);
-  if (!key.ok()) return Fail(key.status());
+  if (!key.ok()) return Fail("gateway", key.status());
   std::string material = *key;
   if (f.alg == "HS256") {
     while (!material.empty() && (material.back() == '\n' || material.back() == '\r')) {
@@ -353,7 +277,7 @@ int RunToken(const GatewayFlags& f) {
     }
   }
   Result<int64_t> ttl = DurationSeconds(f.ttl, "--ttl");
-  if (!ttl.ok()) return Fail(ttl.status());
+  if (!ttl.ok()) return Fail("gateway", ttl.status());
   int64_t now = Now();
   json claims{{"iat", now}, {"exp", now + *ttl}};
   if (!f.subject.empty()) claims["sub"] = f.subject;
@@ -361,20 +285,13 @@ int RunToken(const GatewayFlags& f) {
   if (!f.issuer.empty()) claims["iss"] = f.issuer;
   if (!f.audience.empty()) claims["aud"] = f.audience;
   Result<std::string> token = security::SignJwt(f.alg, material, f.kid, claims);
-  if (!token.ok()) return Fail(token.status());
+  if (!token.ok()) return Fail("gateway", token.status());
   std::cout << *token << "\n";
   return kExitOk;
 }
 
 
 // --- pools, drain, rollouts, anomalies: the admin API of a running gateway ---
-
-Status NeedUrl(const GatewayFlags& f) {
-  if (f.url.empty()) {
-    return InvalidArgument("--url (the running gateway, e.g. http://127.0.0.1:8080) is required");
-  }
-  return Status::Ok();
-}
 
 std::string BackendState(const json& b) {
   if (b.value("draining", false)) return "draining";
@@ -401,9 +318,10 @@ void PrintBackends(const json& list) {
 }
 
 int RunBackends(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  Result<json> r = Admin(f, "GET", "/admin/backends", nullptr);
-  if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  Result<json> r = admin->Backends();
+  if (!r.ok()) return Fail("gateway", r.status());
   if (f.common.json) {
     std::cout << r->dump(2) << "\n";
   } else {
@@ -415,30 +333,23 @@ int RunBackends(const GatewayFlags& f) {
 // Stops new requests to a backend, then (unless --no-wait) waits until its
 // requests in flight have finished: the backend is then safe to restart.
 int RunDrain(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
   Result<int64_t> timeout_s = DurationSeconds(f.wait_timeout, "--timeout");
-  if (!timeout_s.ok()) return Fail(timeout_s.status());
-  Result<json> r = Admin(f, "POST", "/admin/backends/" + f.backend + "/drain", nullptr);
-  if (!r.ok()) return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
-                                                                                   : kExitCheckFailed);
-  int64_t in_flight = r->value("in_flight", int64_t{0});
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(*timeout_s);
+  if (!timeout_s.ok()) return Fail("gateway", timeout_s.status());
   bool tty = !f.common.json && ::isatty(2);
-  while (!f.no_wait && in_flight > 0) {
-    if (std::chrono::steady_clock::now() >= until) {
-      std::cerr << fmt::format(
-          "gantry gateway: backend '{}' still has {} requests in flight after {}; it stays "
-          "drained (undo with: gantry gateway undrain {})\n",
-          f.backend, in_flight, f.wait_timeout, f.backend);
-      return kExitCheckFailed;
-    }
-    if (tty) std::cerr << fmt::format("\rdraining {}: {} in flight   ", f.backend, in_flight);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    r = Admin(f, "GET", "/admin/backends/" + f.backend, nullptr);
-    if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
-    in_flight = r->value("in_flight", int64_t{0});
-  }
+  Result<json> r = f.no_wait ? admin->Drain(f.backend)
+                             : admin->DrainAndWait(f.backend, std::chrono::seconds(*timeout_s),
+                                                   [&](int64_t in_flight) {
+                                                     if (tty && in_flight > 0) {
+                                                       std::cerr << fmt::format(
+                                                           "\rdraining {}: {} in flight   ",
+                                                           f.backend, in_flight);
+                                                     }
+                                                   });
   if (tty) std::cerr << "\r\33[K";
+  if (!r.ok()) return Fail("gateway", r.status());
+  int64_t in_flight = r->value("in_flight", int64_t{0});
   if (f.common.json) {
     json out = *r;
     out["safe_to_restart"] = in_flight == 0;
@@ -456,10 +367,10 @@ int RunDrain(const GatewayFlags& f) {
 }
 
 int RunUndrain(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  Result<json> r = Admin(f, "POST", "/admin/backends/" + f.backend + "/undrain", nullptr);
-  if (!r.ok()) return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
-                                                                                   : kExitCheckFailed);
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  Result<json> r = admin->Undrain(f.backend);
+  if (!r.ok()) return Fail("gateway", r.status());
   if (f.common.json) {
     std::cout << r->dump(2) << "\n";
   } else {
@@ -492,10 +403,7 @@ void PrintRollouts(const json& list) {
 }
 
 int PrintRolloutResult(const GatewayFlags& f, const Result<json>& r) {
-  if (!r.ok()) {
-    return Fail(r.status(), r.status().code() == StatusCode::kNotFound ? kExitUsage
-                                                                        : kExitCheckFailed);
-  }
+  if (!r.ok()) return Fail("gateway", r.status());
   if (f.common.json) {
     std::cout << r->dump(2) << "\n";
   } else if (r->contains("rollouts")) {
@@ -507,46 +415,47 @@ int PrintRolloutResult(const GatewayFlags& f, const Result<json>& r) {
 }
 
 int RunRolloutShow(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  std::string path = f.rollout.empty() ? "/admin/rollouts" : "/admin/rollouts/" + f.rollout;
-  return PrintRolloutResult(f, Admin(f, "GET", path, nullptr));
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  return PrintRolloutResult(f, f.rollout.empty() ? admin->Rollouts() : admin->Rollout(f.rollout));
 }
 
 int RunRolloutSet(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  json weights = json::object();
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  std::vector<std::pair<std::string, uint64_t>> weights;
   for (const std::string& w : f.weights) {
     size_t eq = w.find('=');
     uint64_t v = 0;
     const char* b = w.data() + (eq == std::string::npos ? 0 : eq + 1);
     auto [end, ec] = std::from_chars(b, w.data() + w.size(), v);
     if (eq == std::string::npos || eq == 0 || ec != std::errc() || end != w.data() + w.size()) {
-      return Fail(InvalidArgument(
+      return Fail("gateway", InvalidArgument(
           fmt::format("'{}': weights are POOL=WEIGHT, e.g. llama-v1=90 llama-v2=10", w)));
     }
-    weights[w.substr(0, eq)] = v;
+    weights.emplace_back(w.substr(0, eq), v);
   }
-  return PrintRolloutResult(
-      f, Admin(f, "PUT", "/admin/rollouts/" + f.rollout, json{{"weights", weights}}));
+  return PrintRolloutResult(f, admin->SetRolloutWeights(f.rollout, weights));
 }
 
 // Blue-green: all traffic to one pool of the rollout at once.
 int RunRolloutSwitch(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  return PrintRolloutResult(f, Admin(f, "PUT", "/admin/rollouts/" + f.rollout,
-                                     json{{"weights", json{{f.pool, 100}}}}));
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  return PrintRolloutResult(f, admin->SetRolloutWeights(f.rollout, {{f.pool, 100}}));
 }
 
 int RunRolloutRollback(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  return PrintRolloutResult(f,
-                            Admin(f, "POST", "/admin/rollouts/" + f.rollout + "/rollback", nullptr));
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  return PrintRolloutResult(f, admin->RollbackRollout(f.rollout));
 }
 
 int RunAnomalies(const GatewayFlags& f) {
-  if (Status s = NeedUrl(f); !s.ok()) return Fail(s);
-  Result<json> r = Admin(f, "GET", "/admin/anomalies", nullptr);
-  if (!r.ok()) return Fail(r.status(), kExitCheckFailed);
+  Result<gateway::AdminClient> admin = Admin(f);
+  if (!admin.ok()) return Fail("gateway", admin.status());
+  Result<json> r = admin->Anomalies();
+  if (!r.ok()) return Fail("gateway", r.status());
   if (f.common.json) {
     std::cout << r->dump(2) << "\n";
     return kExitOk;

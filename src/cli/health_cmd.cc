@@ -69,28 +69,12 @@ Status WriteOutput(const std::string& path, const std::string& text) {
   return Status();
 }
 
-int ExitFor(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kFailedPrecondition:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
-
-int Fail(const Status& s) {
-  std::cerr << "gantry health: " << s.message() << "\n";
-  return ExitFor(s);
-}
-
 int ListProfiles(bool json) {
   Json out = Json::array();
   Table t({"profile", "vm sizes", "description"});
   for (const std::string& name : health::Profile::BuiltinNames()) {
     Result<health::Profile> p = health::Profile::Builtin(name);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok()) return Fail("health", p.status());
     std::string sizes;
     for (const auto& s : p->vm_sizes()) sizes += (sizes.empty() ? "" : ", ") + s;
     t.AddRow({name, sizes.empty() ? "-" : sizes, p->description()});
@@ -120,7 +104,7 @@ int RunHealthCommand(const HealthFlags& flags) {
     return kExitUsage;
   }
   Result<std::chrono::nanoseconds> watchdog = ParseDuration(flags.timeout);
-  if (!watchdog.ok()) return Fail(watchdog.status().WithContext("--timeout"));
+  if (!watchdog.ok()) return Fail("health", watchdog.status().WithContext("--timeout"));
   if (*watchdog < std::chrono::milliseconds(1)) {
     std::cerr << "gantry health: --timeout " << flags.timeout << ": must be at least 1ms\n";
     return kExitUsage;
@@ -135,14 +119,14 @@ int RunHealthCommand(const HealthFlags& flags) {
   std::optional<ImdsInfo> vm;
   if (!flags.profile.empty()) {
     Result<health::Profile> p = ProfileFromFlag(flags.profile);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok()) return Fail("health", p.status());
     profile = std::move(*p);
   } else {
     Result<ImdsInfo> info = AzureImds().Fetch();
     bool known = false;
     Result<health::Profile> p =
         health::Profile::ForVmSize(info.ok() ? info->vm_size : std::string(), &known);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok()) return Fail("health", p.status());
     profile = std::move(*p);
     health::CheckResult w;
     w.name = "profile";
@@ -168,9 +152,9 @@ int RunHealthCommand(const HealthFlags& flags) {
   }
   if (!flags.extend.empty()) {
     Result<health::Profile> overlay = health::Profile::LoadFile(flags.extend);
-    if (!overlay.ok()) return Fail(overlay.status().WithContext("--extend"));
+    if (!overlay.ok()) return Fail("health", overlay.status().WithContext("--extend"));
     Result<health::Profile> merged = profile->Extend(*overlay);
-    if (!merged.ok()) return Fail(merged.status().WithContext("--extend"));
+    if (!merged.ok()) return Fail("health", merged.status().WithContext("--extend"));
     profile = std::move(*merged);
   }
   if (flags.show_profile) {
@@ -178,7 +162,7 @@ int RunHealthCommand(const HealthFlags& flags) {
     return kExitOk;
   }
   Result<std::vector<std::unique_ptr<health::Check>>> checks = health::BuildChecks(*profile);
-  if (!checks.ok()) return Fail(checks.status());
+  if (!checks.ok()) return Fail("health", checks.status());
 
   // No NVIDIA driver is not an error here: the GPU checks report it.
   if (!flags.profile.empty()) {
@@ -202,7 +186,7 @@ int RunHealthCommand(const HealthFlags& flags) {
               << profile->name() << " (watchdog " << flags.timeout << ")...\n";
   }
   Result<health::HealthReport> report = health::RunHealth(*checks, ctx, options);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return Fail("health", report.status());
   if (imds_future.valid()) {
     // Bounded by the IMDS client's own deadline.
     Result<ImdsInfo> info = imds_future.get();
@@ -224,11 +208,11 @@ int RunHealthCommand(const HealthFlags& flags) {
                : kExitOk;
   if (!flags.nhc_log.empty()) {
     Status s = WriteOutput(flags.nhc_log, report->RenderNhcLog());
-    if (!s.ok()) return Fail(s.WithContext("--nhc-log " + flags.nhc_log));
+    if (!s.ok()) return Fail("health", s.WithContext("--nhc-log " + flags.nhc_log));
   }
   if (!flags.junit.empty()) {
     Status s = WriteOutput(flags.junit, report->RenderJUnit());
-    if (!s.ok()) return Fail(s.WithContext("--junit " + flags.junit));
+    if (!s.ok()) return Fail("health", s.WithContext("--junit " + flags.junit));
   }
   if (flags.slurm) {
     health::SlurmOptions so;
@@ -238,7 +222,7 @@ int RunHealthCommand(const HealthFlags& flags) {
     Result<health::SlurmOutcome> outcome = health::ApplySlurmVerdict(*report, so);
     if (!outcome.ok()) {
       std::cerr << "gantry health: --slurm: " << outcome.status().message() << "\n";
-      return std::max(rc, ExitFor(outcome.status()));
+      return std::max(rc, ExitCode(outcome.status()));
     }
     (flags.common.json ? std::cerr : std::cout) << "slurm: " << outcome->message << "\n";
   }

@@ -28,6 +28,28 @@ bool ApplyCommonFlags(const CommonFlags& flags) {
   return true;
 }
 
+int ExitCode(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnimplemented:
+      return kExitUsage;
+    default:
+      return kExitCheckFailed;
+  }
+}
+
+int Fail(std::string_view command, const Status& s) {
+  std::cerr << "gantry " << command << ": " << s.message() << "\n";
+  return ExitCode(s);
+}
+
 namespace {
 
 std::string FeatureLine() {

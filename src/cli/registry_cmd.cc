@@ -51,15 +51,6 @@ struct RegistryFlags {
   int limit = 100;
 };
 
-int Fail(std::string_view verb, const Status& s) {
-  std::cerr << "gantry registry " << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
 
 // The audit log lives for the whole process (the registry only borrows it);
 // its destructor writes the final checkpoint.
@@ -190,7 +181,7 @@ int DoRegister(const RegistryFlags& f) {
   Result<std::unique_ptr<registry::Registry>> reg = InvalidArgument("unused");
   if (!remote) {
     reg = Open(f);
-    if (!reg.ok()) return Fail("register", reg.status());
+    if (!reg.ok()) return Fail("registry register", reg.status());
   }
   registry::RegisterRequest req;
   req.name = f.name;
@@ -202,12 +193,12 @@ int DoRegister(const RegistryFlags& f) {
   req.lineage.dataset_digests = f.datasets;
   for (const auto& kv : f.tags) {
     auto p = SplitKv(kv, "--tag");
-    if (!p.ok()) return Fail("register", p.status());
+    if (!p.ok()) return Fail("registry register", p.status());
     req.tags[p->first] = p->second;
   }
   for (const auto& kv : f.metrics) {
     auto p = SplitKv(kv, "--metric");
-    if (!p.ok()) return Fail("register", p.status());
+    if (!p.ok()) return Fail("registry register", p.status());
     char* end = nullptr;
     double d = std::strtod(p->second.c_str(), &end);
     if (end && *end == '\0' && !p->second.empty()) {
@@ -221,7 +212,7 @@ int DoRegister(const RegistryFlags& f) {
   registry::CheckpointSource src;
   if (!f.from_ckpt.empty()) {
     if (!f.path.empty()) {
-      return Fail("register", InvalidArgument("pass either PATH or --from-ckpt, not both"));
+      return Fail("registry register", InvalidArgument("pass either PATH or --from-ckpt, not both"));
     }
     src.root = f.from_ckpt;
     src.run = f.run.empty() ? "default" : f.run;
@@ -229,18 +220,18 @@ int DoRegister(const RegistryFlags& f) {
       char* end = nullptr;
       long long s = std::strtoll(f.step.c_str(), &end, 10);
       if (!end || *end != '\0' || s < 0) {
-        return Fail("register",
+        return Fail("registry register",
                     InvalidArgument("--step '" + f.step + "' must be a number or latest"));
       }
       src.step = s;
     }
   } else if (f.path.empty()) {
-    return Fail("register",
+    return Fail("registry register",
                 InvalidArgument("pass a model PATH (directory or file) or --from-ckpt ROOT"));
   }
   if (remote) {
     auto j = f.from_ckpt.empty() ? remote->Register(req) : remote->RegisterCheckpoint(req, src);
-    if (!j.ok()) return Fail("register", j.status());
+    if (!j.ok()) return Fail("registry register", j.status());
     if (f.common.json) {
       std::cout << j->dump(2) << "\n";
     } else {
@@ -253,7 +244,7 @@ int DoRegister(const RegistryFlags& f) {
   }
   Result<registry::ModelVersion> v =
       f.from_ckpt.empty() ? (*reg)->Register(req) : (*reg)->RegisterCheckpoint(req, src);
-  if (!v.ok()) return Fail("register", v.status());
+  if (!v.ok()) return Fail("registry register", v.status());
   if (f.common.json) {
     std::cout << registry::ToJson(*v).dump(2) << "\n";
   } else {
@@ -267,7 +258,7 @@ int DoRegister(const RegistryFlags& f) {
 int DoList(const RegistryFlags& f) {
   if (auto remote = Remote(f)) {
     auto j = remote->Call("GET", "registered-models/search?max_results=1000");
-    if (!j.ok()) return Fail("list", j.status());
+    if (!j.ok()) return Fail("registry list", j.status());
     if (f.common.json) {
       std::cout << j->dump(2) << "\n";
       return kExitOk;
@@ -284,9 +275,9 @@ int DoList(const RegistryFlags& f) {
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("list", reg.status());
+  if (!reg.ok()) return Fail("registry list", reg.status());
   auto models = (*reg)->meta().ListModels();
-  if (!models.ok()) return Fail("list", models.status());
+  if (!models.ok()) return Fail("registry list", models.status());
   if (f.common.json) {
     Json j = Json::array();
     for (const auto& m : *models) j.push_back(registry::ToJson(m));
@@ -318,18 +309,18 @@ int DoShow(const RegistryFlags& f) {
       ep = "registered-models/get?name=" + Enc(r);
     }
     auto j = remote->Call("GET", ep);
-    if (!j.ok()) return Fail("show", j.status());
+    if (!j.ok()) return Fail("registry show", j.status());
     std::cout
         << (j->contains("model_version") ? (*j)["model_version"] : (*j)["registered_model"]).dump(2)
         << "\n";
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("show", reg.status());
+  if (!reg.ok()) return Fail("registry show", reg.status());
   // "name" shows the model; "name/3" or "name@alias" a version.
   if (f.ref.find('/') == std::string::npos && f.ref.find('@') == std::string::npos) {
     auto m = (*reg)->meta().GetModel(f.ref);
-    if (!m.ok()) return Fail("show", m.status());
+    if (!m.ok()) return Fail("registry show", m.status());
     if (f.common.json) {
       std::cout << registry::ToJson(*m).dump(2) << "\n";
       return kExitOk;
@@ -343,7 +334,7 @@ int DoShow(const RegistryFlags& f) {
     return kExitOk;
   }
   auto v = (*reg)->Resolve(f.ref);
-  if (!v.ok()) return Fail("show", v.status());
+  if (!v.ok()) return Fail("registry show", v.status());
   if (f.common.json) {
     std::cout << registry::ToJson(*v).dump(2) << "\n";
   } else {
@@ -355,7 +346,7 @@ int DoShow(const RegistryFlags& f) {
 int DoVersions(const RegistryFlags& f) {
   if (auto remote = Remote(f)) {
     auto j = remote->Call("GET", "model-versions/search?name=" + Enc(f.name));
-    if (!j.ok()) return Fail("versions", j.status());
+    if (!j.ok()) return Fail("registry versions", j.status());
     if (f.common.json) {
       std::cout << j->dump(2) << "\n";
       return kExitOk;
@@ -374,9 +365,9 @@ int DoVersions(const RegistryFlags& f) {
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("versions", reg.status());
+  if (!reg.ok()) return Fail("registry versions", reg.status());
   auto vs = (*reg)->meta().ListVersions(f.name);
-  if (!vs.ok()) return Fail("versions", vs.status());
+  if (!vs.ok()) return Fail("registry versions", vs.status());
   if (f.common.json) {
     Json j = Json::array();
     for (const auto& v : *vs) j.push_back(registry::ToJson(v));
@@ -406,10 +397,10 @@ int DoAliasSet(const RegistryFlags& f) {
     s = remote->Call("POST", "registered-models/alias", body).status();
   } else {
     auto reg = Open(f);
-    if (!reg.ok()) return Fail("alias set", reg.status());
+    if (!reg.ok()) return Fail("registry alias set", reg.status());
     s = (*reg)->SetAlias(f.name, f.alias, f.version, Expect(f));
   }
-  if (!s.ok()) return Fail("alias set", s);
+  if (!s.ok()) return Fail("registry alias set", s);
   if (f.common.json) {
     std::cout
         << Json{{"name", f.name}, {"alias", f.alias}, {"version", std::to_string(f.version)}}.dump()
@@ -428,10 +419,10 @@ int DoAliasRm(const RegistryFlags& f) {
     s = remote->Call("DELETE", ep).status();
   } else {
     auto reg = Open(f);
-    if (!reg.ok()) return Fail("alias rm", reg.status());
+    if (!reg.ok()) return Fail("registry alias rm", reg.status());
     s = (*reg)->DeleteAlias(f.name, f.alias, Expect(f));
   }
-  if (!s.ok()) return Fail("alias rm", s);
+  if (!s.ok()) return Fail("registry alias rm", s);
   if (!f.common.json) std::cout << "removed " << f.name << "@" << f.alias << "\n";
   return kExitOk;
 }
@@ -486,7 +477,7 @@ int DoDownload(const RegistryFlags& f) {
   Result<registry::VerifyReport> r = InvalidArgument("unused");
   if (auto remote = Remote(f)) {
     auto trusted = ClientTrustedKeys(f);
-    if (!trusted.ok()) return Fail("download", trusted.status());
+    if (!trusted.ok()) return Fail("registry download", trusted.status());
     registry::RemoteDownloadOptions o;
     o.overwrite = f.overwrite;
     o.require_signature = f.require_signature;
@@ -495,44 +486,44 @@ int DoDownload(const RegistryFlags& f) {
     r = remote->Download(f.ref, f.dest, o);
   } else {
     if (!f.pubkeys.empty()) {
-      return Fail("download", InvalidArgument("--pubkey is for --server; a local registry uses "
+      return Fail("registry download", InvalidArgument("--pubkey is for --server; a local registry uses "
                                               "its trusted keys (`gantry registry trust add`)"));
     }
     auto reg = Open(f);
-    if (!reg.ok()) return Fail("download", reg.status());
+    if (!reg.ok()) return Fail("registry download", reg.status());
     registry::ExportOptions o;
     o.require_signature = f.require_signature;
     o.overwrite = f.overwrite;
     o.write_signature = !f.no_sig_file;
     r = (*reg)->Export(f.ref, f.dest, o);
   }
-  if (!r.ok()) return Fail("download", r.status());
+  if (!r.ok()) return Fail("registry download", r.status());
   PrintReport(f, *r, "downloaded ");
   return kExitOk;
 }
 
 int DoSign(const RegistryFlags& f) {
   auto pem = ReadFile(f.key);
-  if (!pem.ok()) return Fail("sign", pem.status());
+  if (!pem.ok()) return Fail("registry sign", pem.status());
   auto signer = security::DsseSigner::FromPrivatePem(*pem);
-  if (!signer.ok()) return Fail("sign", signer.status().WithContext(f.key));
+  if (!signer.ok()) return Fail("registry sign", signer.status().WithContext(f.key));
   if (!f.dir.empty()) {
     // Sign a local directory (model_signing compatible), writing model.sig.
     auto bundle = registry::SignDirectory(f.dir, *signer);
-    if (!bundle.ok()) return Fail("sign", bundle.status());
+    if (!bundle.ok()) return Fail("registry sign", bundle.status());
     std::string out = f.sig.empty() ? f.dir + "/" + std::string(registry::kSignatureFile) : f.sig;
     Status s = WriteFileAtomic(out, *bundle);
-    if (!s.ok()) return Fail("sign", s);
+    if (!s.ok()) return Fail("registry sign", s);
     std::cout << "signed " << f.dir << " with key " << signer->KeyId() << " -> " << out << "\n";
     return kExitOk;
   }
-  if (f.ref.empty()) return Fail("sign", InvalidArgument("pass a version REF or --dir DIR"));
+  if (f.ref.empty()) return Fail("registry sign", InvalidArgument("pass a version REF or --dir DIR"));
   Result<std::string> keyid = InvalidArgument("unused");
   if (auto remote = Remote(f)) {
     // The private key stays here: sign the manifest fetched from the server
     // (checked against its recorded digest and file list), upload the bundle.
     keyid = remote->Sign(f.ref, *signer);
-    if (!keyid.ok()) return Fail("sign", keyid.status());
+    if (!keyid.ok()) return Fail("registry sign", keyid.status());
     if (f.common.json) {
       std::cout << Json{{"ref", f.ref}, {"keyid", *keyid}}.dump() << "\n";
     } else {
@@ -541,9 +532,9 @@ int DoSign(const RegistryFlags& f) {
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("sign", reg.status());
+  if (!reg.ok()) return Fail("registry sign", reg.status());
   keyid = (*reg)->Sign(f.ref, *signer);
-  if (!keyid.ok()) return Fail("sign", keyid.status());
+  if (!keyid.ok()) return Fail("registry sign", keyid.status());
   if (f.common.json) {
     std::cout << Json{{"ref", f.ref}, {"keyid", *keyid}}.dump() << "\n";
   } else {
@@ -557,44 +548,44 @@ int DoVerify(const RegistryFlags& f) {
     std::vector<security::DsseVerifier> trusted;
     for (const auto& p : f.pubkeys) {
       auto pem = ReadFile(p);
-      if (!pem.ok()) return Fail("verify", pem.status());
+      if (!pem.ok()) return Fail("registry verify", pem.status());
       auto v = security::DsseVerifier::FromPublicPem(*pem);
-      if (!v.ok()) return Fail("verify", v.status().WithContext(p));
+      if (!v.ok()) return Fail("registry verify", v.status().WithContext(p));
       trusted.push_back(*std::move(v));
     }
     if (trusted.empty() && (!f.db.empty() || std::getenv("GANTRY_REGISTRY_DB"))) {
       auto reg = Open(f);
-      if (!reg.ok()) return Fail("verify", reg.status());
+      if (!reg.ok()) return Fail("registry verify", reg.status());
       auto t = (*reg)->TrustedVerifiers();
-      if (!t.ok()) return Fail("verify", t.status());
+      if (!t.ok()) return Fail("registry verify", t.status());
       trusted = *std::move(t);
     }
     std::string sig = f.sig.empty() ? f.dir + "/" + std::string(registry::kSignatureFile) : f.sig;
     auto bundle = ReadFile(sig);
-    if (!bundle.ok()) return Fail("verify", bundle.status());
+    if (!bundle.ok()) return Fail("registry verify", bundle.status());
     auto who = registry::VerifyDirectory(f.dir, *bundle, trusted);
-    if (!who.ok()) return Fail("verify", who.status());
+    if (!who.ok()) return Fail("registry verify", who.status());
     std::cout << "OK: " << f.dir << " matches " << sig << ", signed by trusted key " << *who
               << "\n";
     return kExitOk;
   }
-  if (f.ref.empty()) return Fail("verify", InvalidArgument("pass a version REF or --dir DIR"));
+  if (f.ref.empty()) return Fail("registry verify", InvalidArgument("pass a version REF or --dir DIR"));
   if (auto remote = Remote(f)) {
     // Everything a download checks, against this client's keys, writing nothing.
     auto trusted = ClientTrustedKeys(f);
-    if (!trusted.ok()) return Fail("verify", trusted.status());
+    if (!trusted.ok()) return Fail("registry verify", trusted.status());
     registry::RemoteDownloadOptions o;
     o.require_signature = f.require_signature;
     o.trusted = &*trusted;
     auto r = remote->Download(f.ref, "", o);
-    if (!r.ok()) return Fail("verify", r.status());
+    if (!r.ok()) return Fail("registry verify", r.status());
     PrintReport(f, *r, "OK: ");
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("verify", reg.status());
+  if (!reg.ok()) return Fail("registry verify", reg.status());
   auto r = (*reg)->Verify(f.ref, f.require_signature);
-  if (!r.ok()) return Fail("verify", r.status());
+  if (!r.ok()) return Fail("registry verify", r.status());
   if (f.common.json) {
     std::cout << ReportJson(*r).dump(2) << "\n";
   } else {
@@ -622,7 +613,7 @@ int DoSearch(const RegistryFlags& f) {
     add("commit", f.q_commit);
     add("parent", f.q_parent);
     auto j = remote->Call("GET", ep);
-    if (!j.ok()) return Fail("search", j.status());
+    if (!j.ok()) return Fail("registry search", j.status());
     if (f.common.json) {
       std::cout << j->dump(2) << "\n";
       return kExitOk;
@@ -636,7 +627,7 @@ int DoSearch(const RegistryFlags& f) {
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("search", reg.status());
+  if (!reg.ok()) return Fail("registry search", reg.status());
   registry::SearchQuery q;
   q.name_like = f.q_name;
   if (!f.q_tag.empty()) {
@@ -652,7 +643,7 @@ int DoSearch(const RegistryFlags& f) {
   q.parent = f.q_parent;
   q.limit = f.limit;
   auto vs = (*reg)->meta().Search(q);
-  if (!vs.ok()) return Fail("search", vs.status());
+  if (!vs.ok()) return Fail("registry search", vs.status());
   if (f.common.json) {
     Json j = Json::array();
     for (const auto& v : *vs) j.push_back(registry::ToJson(v));
@@ -668,12 +659,12 @@ int DoSearch(const RegistryFlags& f) {
 
 int DoKeygen(const RegistryFlags& f) {
   auto alg = security::ParseKeyAlgorithm(f.alg);
-  if (!alg.ok()) return Fail("keygen", alg.status());
+  if (!alg.ok()) return Fail("registry keygen", alg.status());
   auto kp = security::GenerateSigningKey(*alg);
-  if (!kp.ok()) return Fail("keygen", kp.status());
+  if (!kp.ok()) return Fail("registry keygen", kp.status());
   Status s = WriteFileAtomic(f.out + ".key", kp->private_pem);
   if (s.ok()) s = WriteFileAtomic(f.out + ".pub", kp->public_pem);
-  if (!s.ok()) return Fail("keygen", s);
+  if (!s.ok()) return Fail("registry keygen", s);
   ::chmod((f.out + ".key").c_str(), 0600);
   auto v = security::DsseVerifier::FromPublicPem(kp->public_pem);
   std::cout << "wrote " << f.out << ".key and " << f.out << ".pub (" << f.alg << ", key id "
@@ -683,19 +674,19 @@ int DoKeygen(const RegistryFlags& f) {
 
 int DoTrustAdd(const RegistryFlags& f) {
   auto pem = ReadFile(f.pubkey_file);
-  if (!pem.ok()) return Fail("trust add", pem.status());
+  if (!pem.ok()) return Fail("registry trust add", pem.status());
   if (auto remote = Remote(f)) {
     auto j = remote->CallGantry("POST", "trusted-keys",
                                 Json{{"public_pem", *pem}, {"comment", f.comment}});
-    if (!j.ok()) return Fail("trust add", j.status().WithContext(f.pubkey_file));
+    if (!j.ok()) return Fail("registry trust add", j.status().WithContext(f.pubkey_file));
     std::cout << "trusted key " << j->value("keyid", "") << " (" << j->value("algorithm", "")
               << ") on " << f.server << "\n";
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("trust add", reg.status());
+  if (!reg.ok()) return Fail("registry trust add", reg.status());
   auto k = (*reg)->TrustKey(*pem, f.comment);
-  if (!k.ok()) return Fail("trust add", k.status().WithContext(f.pubkey_file));
+  if (!k.ok()) return Fail("registry trust add", k.status().WithContext(f.pubkey_file));
   std::cout << "trusted key " << k->keyid << " (" << k->algorithm << ")\n";
   return kExitOk;
 }
@@ -703,7 +694,7 @@ int DoTrustAdd(const RegistryFlags& f) {
 int DoTrustLs(const RegistryFlags& f) {
   if (auto remote = Remote(f)) {
     auto j = remote->CallGantry("GET", "trusted-keys");
-    if (!j.ok()) return Fail("trust ls", j.status());
+    if (!j.ok()) return Fail("registry trust ls", j.status());
     Json keys = j->value("trusted_keys", Json::array());
     if (f.common.json) {
       for (auto& k : keys) k.erase("public_pem");
@@ -717,9 +708,9 @@ int DoTrustLs(const RegistryFlags& f) {
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("trust ls", reg.status());
+  if (!reg.ok()) return Fail("registry trust ls", reg.status());
   auto keys = (*reg)->meta().TrustedKeys();
-  if (!keys.ok()) return Fail("trust ls", keys.status());
+  if (!keys.ok()) return Fail("registry trust ls", keys.status());
   if (f.common.json) {
     Json j = Json::array();
     for (const auto& k : *keys)
@@ -736,14 +727,14 @@ int DoTrustRm(const RegistryFlags& f) {
   Status s;
   if (auto remote = Remote(f)) {
     s = remote->CallGantry("DELETE", "trusted-keys?keyid=" + Enc(f.keyid)).status();
-    if (!s.ok()) return Fail("trust rm", s);
+    if (!s.ok()) return Fail("registry trust rm", s);
     std::cout << "removed trusted key " << f.keyid << " on " << f.server << "\n";
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("trust rm", reg.status());
+  if (!reg.ok()) return Fail("registry trust rm", reg.status());
   s = (*reg)->UntrustKey(f.keyid);
-  if (!s.ok()) return Fail("trust rm", s);
+  if (!s.ok()) return Fail("registry trust rm", s);
   std::cout << "removed trusted key " << f.keyid << "\n";
   return kExitOk;
 }
@@ -751,7 +742,7 @@ int DoTrustRm(const RegistryFlags& f) {
 int DoPolicy(const RegistryFlags& f) {
   if (!f.require_signatures.empty() && f.require_signatures != "on" &&
       f.require_signatures != "off") {
-    return Fail("policy", InvalidArgument("--require-signatures takes on or off"));
+    return Fail("registry policy", InvalidArgument("--require-signatures takes on or off"));
   }
   if (auto remote = Remote(f)) {
     Result<Json> j =
@@ -759,19 +750,19 @@ int DoPolicy(const RegistryFlags& f) {
             ? remote->CallGantry("GET", "policy")
             : remote->CallGantry("POST", "policy",
                                  Json{{"require_signatures", f.require_signatures == "on"}});
-    if (!j.ok()) return Fail("policy", j.status());
+    if (!j.ok()) return Fail("registry policy", j.status());
     std::cout << "require_signatures: " << (j->value("require_signatures", false) ? "on" : "off")
               << "\n";
     return kExitOk;
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("policy", reg.status());
+  if (!reg.ok()) return Fail("registry policy", reg.status());
   if (!f.require_signatures.empty()) {
     Status s = (*reg)->SetSignaturesRequired(f.require_signatures == "on");
-    if (!s.ok()) return Fail("policy", s);
+    if (!s.ok()) return Fail("registry policy", s);
   }
   auto on = (*reg)->SignaturesRequired();
-  if (!on.ok()) return Fail("policy", on.status());
+  if (!on.ok()) return Fail("registry policy", on.status());
   std::cout << "require_signatures: " << (*on ? "on" : "off") << "\n";
   return kExitOk;
 }
@@ -782,7 +773,7 @@ int DoDelete(const RegistryFlags& f) {
   std::string r = f.ref;
   if (r.starts_with("models:/")) r.erase(0, 8);
   if (r.find('@') != std::string::npos) {
-    return Fail("delete", InvalidArgument("'" + f.ref +
+    return Fail("registry delete", InvalidArgument("'" + f.ref +
                                           "' is an alias; delete names a version number "
                                           "(NAME/VERSION) or a model (NAME --model)"));
   }
@@ -791,17 +782,17 @@ int DoDelete(const RegistryFlags& f) {
   int64_t version = 0;
   if (slash != std::string::npos) {
     if (f.delete_model) {
-      return Fail("delete", InvalidArgument("--model deletes a whole model: pass NAME, not " + r));
+      return Fail("registry delete", InvalidArgument("--model deletes a whole model: pass NAME, not " + r));
     }
     std::string vs = r.substr(slash + 1);
     char* end = nullptr;
     long long v = std::strtoll(vs.c_str(), &end, 10);
     if (vs.empty() || !end || *end != '\0' || v < 1) {
-      return Fail("delete", InvalidArgument("version '" + vs + "' must be a positive integer"));
+      return Fail("registry delete", InvalidArgument("version '" + vs + "' must be a positive integer"));
     }
     version = v;
   } else if (!f.delete_model) {
-    return Fail("delete", InvalidArgument("pass NAME/VERSION to delete one version, or NAME "
+    return Fail("registry delete", InvalidArgument("pass NAME/VERSION to delete one version, or NAME "
                                           "--model to delete the model and all its versions"));
   }
   Json out;
@@ -810,13 +801,13 @@ int DoDelete(const RegistryFlags& f) {
                                        "&version=" + std::to_string(version)
                                  : "registered-models/delete?name=" + Enc(name);
     auto j = remote->Call("DELETE", ep);
-    if (!j.ok()) return Fail("delete", j.status());
+    if (!j.ok()) return Fail("registry delete", j.status());
     out = j->value("deleted", Json::object());
   } else {
     auto reg = Open(f);
-    if (!reg.ok()) return Fail("delete", reg.status());
+    if (!reg.ok()) return Fail("registry delete", reg.status());
     auto rep = version > 0 ? (*reg)->DeleteVersion(name, version) : (*reg)->DeleteModel(name);
-    if (!rep.ok()) return Fail("delete", rep.status());
+    if (!rep.ok()) return Fail("registry delete", rep.status());
     Json versions = Json::array();
     for (int64_t v : rep->versions) versions.push_back(std::to_string(v));
     out = {{"name", rep->model},
@@ -860,7 +851,7 @@ int DoServe(const RegistryFlags& f) {
             "and/or --jwt-secret-file / --jwt-public-key"));
   }
   if (f.max_upload_mb < 1 || f.max_upload_mb > (int64_t{1} << 22)) {
-    return Fail("serve", InvalidArgument("--max-upload-mb must be 1..4194304"));
+    return Fail("registry serve", InvalidArgument("--max-upload-mb must be 1..4194304"));
   }
   registry::HttpApiOptions api;
   // Blob uploads stream to a spool file (never held in memory), bounded here.
@@ -869,10 +860,10 @@ int DoServe(const RegistryFlags& f) {
   std::unique_ptr<security::KeyStore> keys;
   if (!f.keys_db.empty()) {
     auto ks = security::KeyStore::Open(f.keys_db);
-    if (!ks.ok()) return Fail("serve", ks.status());
+    if (!ks.ok()) return Fail("registry serve", ks.status());
     keys = *std::move(ks);
     auto snap = keys->Snapshot();
-    if (!snap.ok()) return Fail("serve", snap.status());
+    if (!snap.ok()) return Fail("registry serve", snap.status());
     api.keys = *snap;
     api.key_store = keys.get();
   }
@@ -884,7 +875,7 @@ int DoServe(const RegistryFlags& f) {
     std::string alg;
     if (!f.jwt_secret_file.empty()) {
       auto secret = ReadFile(f.jwt_secret_file);
-      if (!secret.ok()) return Fail("serve", secret.status());
+      if (!secret.ok()) return Fail("registry serve", secret.status());
       while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) {
         secret->pop_back();
       }
@@ -892,7 +883,7 @@ int DoServe(const RegistryFlags& f) {
     }
     if (!f.jwt_public_key.empty()) {
       auto pem = ReadFile(f.jwt_public_key);
-      if (!pem.ok()) return Fail("serve", pem.status());
+      if (!pem.ok()) return Fail("registry serve", pem.status());
       // The algorithm follows the key type (RSA: RS256, P-256: ES256).
       security::JwtOptions probe;
       probe.keys.push_back({.alg = "RS256", .kid = "", .secret = "", .public_pem = *pem});
@@ -900,12 +891,12 @@ int DoServe(const RegistryFlags& f) {
       jo.keys.push_back({.alg = alg, .kid = "", .secret = "", .public_pem = *pem});
     }
     auto v = security::JwtVerifier::Create(jo);
-    if (!v.ok()) return Fail("serve", v.status());
+    if (!v.ok()) return Fail("registry serve", v.status());
     jwt = *std::move(v);
     api.jwt = jwt.get();
   }
   auto reg = Open(f);
-  if (!reg.ok()) return Fail("serve", reg.status());
+  if (!reg.ok()) return Fail("registry serve", reg.status());
   api.audit = AuditSlot().get();
   // Block the stop signals before the server thread starts so only sigwait sees them.
   sigset_t set;
@@ -923,7 +914,7 @@ int DoServe(const RegistryFlags& f) {
   // keep moving (the limit then counts from the last bytes received).
   o.read_timeout = std::chrono::seconds(600);
   Status s = server.Start(o);
-  if (!s.ok()) return Fail("serve", s);
+  if (!s.ok()) return Fail("registry serve", s);
   std::cout << "serving the registry (MLflow-shaped /api/2.0/mlflow/..., blobs under "
                "/api/2.0/gantry/; "
             << (keys ? "API keys" : "") << (keys && jwt ? " + " : "") << (jwt ? "JWT" : "")

@@ -33,11 +33,6 @@ struct ReportFlags {
   int utc_offset_minutes = 0;
 };
 
-int Fail(const std::string& message) {
-  std::cerr << "gantry report utilization: " << message << "\n";
-  return kExitUsage;
-}
-
 // MemTotal of this node (the history is local, so it describes this node).
 std::optional<uint64_t> MemTotalBytes() {
   std::ifstream in("/proc/meminfo");
@@ -58,16 +53,18 @@ std::string Hostname() {
 
 int RunUtilization(const ReportFlags& f) {
   auto since = ParseDuration(f.since);
-  if (!since.ok()) return Fail("--since: " + since.status().message());
-  if (since->count() <= 0) return Fail("--since must be longer than 0 (for example 7d)");
+  if (!since.ok()) return Fail("report utilization", since.status().WithContext("--since"));
+  if (since->count() <= 0) return Fail("report utilization", InvalidArgument("--since must be longer than 0 (for example 7d)"));
   struct stat sb;
   // History::Open would create an empty database; a report needs the agent's.
   if (f.history != ":memory:" && ::stat(f.history.c_str(), &sb) != 0) {
-    return Fail("no agent history at " + f.history +
-                "; pass --history PATH (history.path in agent.yaml) or run `gantry agent` first");
+    return Fail("report utilization",
+                NotFound("no agent history at " + f.history +
+                         "; pass --history PATH (history.path in agent.yaml) or run `gantry "
+                         "agent` first"));
   }
   auto history = agent::History::Open(f.history);
-  if (!history.ok()) return Fail(history.status().message());
+  if (!history.ok()) return Fail("report utilization", history.status());
 
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -81,11 +78,11 @@ int RunUtilization(const ReportFlags& f) {
   opt.idle_percent = f.idle_percent;
   opt.utc_offset_minutes = f.utc_offset_minutes;
   auto report = agent::BuildUtilizationReport(**history, opt);
-  if (!report.ok()) return Fail(report.status().message());
+  if (!report.ok()) return Fail("report utilization", report.status());
 
   if (!f.html.empty()) {
     Status s = WriteFileAtomic(f.html, agent::RenderUtilizationHtml(*report));
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail("report utilization", s.WithContext("--html"));
   }
   if (f.common.json) {
     std::cout << agent::UtilizationToJson(*report).dump(2, ' ', false,

@@ -40,16 +40,6 @@ struct StorageFlags {
   std::vector<std::string> urls;
 };
 
-int Fail(std::string_view verb, const Status& s) {
-  std::cerr << "gantry storage " << verb << ": " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-      return kExitUsage;
-    default:
-      return kExitCheckFailed;
-  }
-}
 
 struct Target {
   std::unique_ptr<storage::ObjectStore> store;
@@ -128,7 +118,7 @@ void PrintTransfer(const StorageFlags& f, std::string_view verb, const std::stri
 
 int RunPut(const StorageFlags& f) {
   auto t = Resolve(f, f.dst, false);
-  if (!t.ok()) return Fail("put", t.status());
+  if (!t.ok()) return Fail("storage put", t.status());
   storage::PutOptions po;
   po.if_none_match = f.if_none_match;
   po.content_type = f.content_type;
@@ -149,29 +139,29 @@ int RunPut(const StorageFlags& f) {
     s = t->store->PutStream(t->key, read, po);
   } else {
     struct stat st;
-    if (::stat(f.src.c_str(), &st) != 0) return Fail("put", NotFound(f.src + ": no such file"));
+    if (::stat(f.src.c_str(), &st) != 0) return Fail("storage put", NotFound(f.src + ": no such file"));
     bytes = static_cast<uint64_t>(st.st_size);
     s = t->store->PutFile(t->key, f.src, po);
   }
-  if (!s.ok()) return Fail("put", s);
+  if (!s.ok()) return Fail("storage put", s);
   PrintTransfer(f, "put", f.src, t->store->url() + "/" + t->key, bytes, Seconds(start));
   return kExitOk;
 }
 
 int RunGet(const StorageFlags& f) {
   auto t = Resolve(f, f.src, false);
-  if (!t.ok()) return Fail("get", t.status());
+  if (!t.ok()) return Fail("storage get", t.status());
   auto start = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
   if (f.dst == "-") {
     auto data = t->store->Get(t->key);
-    if (!data.ok()) return Fail("get", data.status());
+    if (!data.ok()) return Fail("storage get", data.status());
     std::fwrite(data->data(), 1, data->size(), stdout);
     std::fflush(stdout);
     return kExitOk;  // stdout carries the data: no summary
   }
   Status s = t->store->GetFile(t->key, f.dst);
-  if (!s.ok()) return Fail("get", s);
+  if (!s.ok()) return Fail("storage get", s);
   struct stat st;
   if (::stat(f.dst.c_str(), &st) == 0) bytes = static_cast<uint64_t>(st.st_size);
   PrintTransfer(f, "get", t->store->url() + "/" + t->key, f.dst, bytes, Seconds(start));
@@ -198,9 +188,9 @@ Json InfoJson(const storage::ObjectInfo& o) {
 
 int RunLs(const StorageFlags& f) {
   auto t = Resolve(f, f.url, true);
-  if (!t.ok()) return Fail("ls", t.status());
+  if (!t.ok()) return Fail("storage ls", t.status());
   auto all = storage::ListAll(*t->store, t->key);
-  if (!all.ok()) return Fail("ls", all.status());
+  if (!all.ok()) return Fail("storage ls", all.status());
   if (f.common.json) {
     Json arr = Json::array();
     for (const auto& o : *all) arr.push_back(InfoJson(o));
@@ -223,9 +213,9 @@ int RunLs(const StorageFlags& f) {
 
 int RunStat(const StorageFlags& f) {
   auto t = Resolve(f, f.url, false);
-  if (!t.ok()) return Fail("stat", t.status());
+  if (!t.ok()) return Fail("storage stat", t.status());
   auto info = t->store->Stat(t->key);
-  if (!info.ok()) return Fail("stat", info.status());
+  if (!info.ok()) return Fail("storage stat", info.status());
   if (f.common.json) {
     std::cout << InfoJson(*info).dump(2) << "\n";
   } else {
@@ -241,10 +231,10 @@ int RunRm(const StorageFlags& f) {
   Json done = Json::array();
   for (const auto& url : f.urls) {
     auto t = Resolve(f, url, false);
-    if (!t.ok()) return Fail("rm", t.status());
+    if (!t.ok()) return Fail("storage rm", t.status());
     Status s = t->store->Delete(t->key);
     if (!s.ok()) {
-      rc = std::max(rc, Fail("rm", s));
+      rc = std::max(rc, Fail("storage rm", s));
       continue;
     }
     done.push_back(url);

@@ -44,21 +44,19 @@ int RunTune(const TuneFlags& f) {
   if (changes && !f.dry_run) {
     Status root = health::RequireRoot(static_cast<unsigned>(geteuid()), verb);
     if (!root.ok()) {
-      std::cerr << root.message() << "\n";
-      return kExitUsage;
+      std::cerr << root.message() << "\n";  // it names the command already
+      return ExitCode(root);
     }
   }
   Result<std::unique_ptr<health::Nvml>> nvml = health::Nvml::Load(f.library);
   if (!nvml.ok()) {
+    // A verdict on the node (nothing to tune here), not a usage error.
     std::cerr << "gantry tune: no NVIDIA GPU (NVML not loaded: " << nvml.status().message()
               << ")\n";
     return kExitCheckFailed;
   }
   Result<std::vector<health::GpuTuneState>> gpus = health::ReadTuneState(**nvml);
-  if (!gpus.ok()) {
-    std::cerr << "gantry tune: " << gpus.status().message() << "\n";
-    return kExitCheckFailed;
-  }
+  if (!gpus.ok()) return Fail("tune", gpus.status());
   if (gpus->empty()) {
     std::cerr << "gantry tune: no NVIDIA GPU (NVML sees 0 devices)\n";
     return kExitCheckFailed;
@@ -108,10 +106,7 @@ int RunTune(const TuneFlags& f) {
       std::cout << "persistence mode left as it is (turn it off with nvidia-smi -pm 0 if wanted)\n";
     }
   }
-  if (!applied.ok()) {
-    std::cerr << "gantry tune: " << applied.message() << "\n";
-    return applied.code() == StatusCode::kPermissionDenied ? kExitUsage : kExitCheckFailed;
-  }
+  if (!applied.ok()) return Fail("tune", applied);
   return kExitOk;
 }
 
