@@ -1,6 +1,6 @@
-#include "gantry/agent/service.h"
-
 #include <fmt/format.h>
+
+#include "gantry/agent/service.h"
 
 namespace gantry::agent {
 

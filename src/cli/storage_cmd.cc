@@ -6,8 +6,8 @@
 // --container for connection strings) the positional argument is a key
 // relative to that store instead.
 //
-// Exit codes: 0 ok, 1 the operation failed (not found, already exists,
-// unavailable, ...), 2 usage or configuration error.
+// Exit codes: cli::ExitCode (0 ok; 1 the store failed: unavailable, I/O,
+// corruption; 2 usage, a missing or existing object, a refused credential).
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -318,7 +318,7 @@ void RegisterStorage(CLI::App& app, Action* action) {
   common(st);
   set(st, RunStat);
 
-  CLI::App* rm = storage->add_subcommand("rm", "Delete objects (exit 1 when one does not exist)");
+  CLI::App* rm = storage->add_subcommand("rm", "Delete objects (exit 2 when one does not exist; the others are deleted)");
   rm->add_option("urls", flags->urls, "Object URLs (or keys with --store)")->required();
   common(rm);
   set(rm, RunRm);

@@ -63,6 +63,13 @@ TEST(ParseUrlTest, RejectsWhatItCannotServe) {
   EXPECT_THAT(ParseUrl("https://1.2.3.4/").status().message(), HasSubstr("https is not supported"));
 }
 
+TEST(PercentEncodeTest, UnreservedPassEverythingElseIsEncoded) {
+  EXPECT_EQ(PercentEncode("llama-ft_2.v1~x"), "llama-ft_2.v1~x");
+  EXPECT_EQ(PercentEncode("a/b?c=d&e f"), "a%2Fb%3Fc%3Dd%26e%20f");
+  EXPECT_EQ(PercentEncode(std::string("\x00\xff", 2)), "%00%FF");
+  EXPECT_EQ(PercentEncode(""), "");
+}
+
 TEST(HttpGetTest, ContentLengthBodyAndCustomHeaders) {
   ScriptedHttpServer server({.pieces = {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                         "Content-Length: 11\r\n\r\n",

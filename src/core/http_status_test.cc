@@ -40,10 +40,10 @@ TEST(HttpStatusTest, ClientCodes) {
 // A server error travels to a client as the same code wherever the HTTP status
 // can carry it.
 TEST(HttpStatusTest, RoundTrip) {
-  for (StatusCode c : {StatusCode::kInvalidArgument, StatusCode::kPermissionDenied,
-                       StatusCode::kNotFound, StatusCode::kFailedPrecondition,
-                       StatusCode::kResourceExhausted, StatusCode::kUnimplemented,
-                       StatusCode::kUnavailable, StatusCode::kDeadlineExceeded}) {
+  for (StatusCode c :
+       {StatusCode::kInvalidArgument, StatusCode::kPermissionDenied, StatusCode::kNotFound,
+        StatusCode::kFailedPrecondition, StatusCode::kResourceExhausted, StatusCode::kUnimplemented,
+        StatusCode::kUnavailable, StatusCode::kDeadlineExceeded}) {
     EXPECT_EQ(StatusCodeForHttp(HttpStatusFor(c)), c) << StatusCodeName(c);
   }
 }

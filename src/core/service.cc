@@ -63,8 +63,8 @@ std::optional<std::chrono::microseconds> WatchdogInterval() {
 }  // namespace
 
 Status Service::Reload(std::string_view) {
-  return Unimplemented(fmt::format("{} does not reload its configuration; restart it to apply",
-                                   name()));
+  return Unimplemented(
+      fmt::format("{} does not reload its configuration; restart it to apply", name()));
 }
 
 void NotifySystemd(std::string_view message) {
@@ -93,7 +93,8 @@ void NotifySystemd(std::string_view message) {
 }
 
 ServiceRunner::ServiceRunner(ServiceOptions options) : options_(std::move(options)) {
-  if (options_.tick <= std::chrono::milliseconds(0)) options_.tick = std::chrono::milliseconds(1000);
+  if (options_.tick <= std::chrono::milliseconds(0))
+    options_.tick = std::chrono::milliseconds(1000);
   sigset_t set = ServiceSignals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
   ::signal(SIGPIPE, SIG_IGN);

@@ -10,19 +10,8 @@
 namespace gantry::gateway {
 namespace {
 
-// RFC 3986 unreserved characters pass; everything else is %XX, so a name can
-// never add a path segment or a query.
-std::string Segment(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
+// A name or id as one path segment.
+std::string Segment(std::string_view s) { return http::PercentEncode(s); }
 
 }  // namespace
 

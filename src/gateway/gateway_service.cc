@@ -1,6 +1,5 @@
-#include "gantry/gateway/service.h"
-
 #include "gantry/core/log.h"
+#include "gantry/gateway/service.h"
 
 namespace gantry::gateway {
 

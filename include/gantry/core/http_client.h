@@ -47,6 +47,11 @@ Result<Url> ParseUrl(std::string_view url);
 
 using Header = std::pair<std::string, std::string>;
 
+// RFC 3986 percent-encoding for a path segment or a query value: the unreserved
+// characters (letters, digits, - _ . ~) pass, every other byte is %XX, so a name
+// can add neither a path segment nor a query parameter.
+std::string PercentEncode(std::string_view s);
+
 struct Request {
   std::string method = "GET";  // Send() only; Get() always sends GET
   std::string url;

@@ -96,7 +96,7 @@ class ServiceRunner {
  private:
   ServiceOptions options_;
   sigset_t old_mask_;  // the calling thread's mask before the constructor
-  int wake_fd_ = -1;    // eventfd: RequestStop/RequestReload
+  int wake_fd_ = -1;   // eventfd: RequestStop/RequestReload
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> reload_requested_{false};
   std::atomic<int> reloads_{0};

@@ -64,8 +64,8 @@ class AdminClient {
   Result<Json> Rollouts() const;
   Result<Json> Rollout(std::string_view name) const;
   // Pools not named get weight 0.
-  Result<Json> SetRolloutWeights(std::string_view name,
-                                 const std::vector<std::pair<std::string, uint64_t>>& weights) const;
+  Result<Json> SetRolloutWeights(
+      std::string_view name, const std::vector<std::pair<std::string, uint64_t>>& weights) const;
   Result<Json> RollbackRollout(std::string_view name) const;
 
   // Output anomaly detection: {"enabled": bool, "signals": [...]}.
