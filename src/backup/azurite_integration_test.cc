@@ -10,6 +10,7 @@
 
 #include "../storage/azurite_fixture.h"
 #include "backup_suite.h"
+#include "testing/gantry_cli.h"
 
 namespace gantry::backup::testing {
 namespace {
@@ -98,14 +99,8 @@ TEST(BackupAzurite, CliCreateVerifyRestoreOverAzUrl) {
   const std::string repo = " --repo az://" + az.account() + "/clibk" + std::to_string(getpid()) +
                            "/team/models --encrypt-key-file " + (tmp / "key").string() + " ";
   auto run = [&](const std::string& args) {
-    std::string cmd = "env " + env + gantry + " backup " + args + " 2>&1";
-    std::string out;
-    FILE* f = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    int st = pclose(f);
-    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+    gantry::testing::CliRun r = gantry::testing::RunShell("env " + env + gantry + " backup " + args);
+    return std::make_pair(r.rc, r.out + r.err);
   };
   auto [rc1, out1] = run("create" + repo + src.string());
   ASSERT_EQ(rc1, 0) << out1;

@@ -10,16 +10,14 @@
 
 #include "backup_test_util.h"
 #include "gantry/core/json.h"
+#include "testing/gantry_cli.h"
 
 namespace gantry::backup::testing {
 namespace {
 
 const std::string kGantry = std::string(GANTRY_BINARY_DIR) + "/bin/gantry";
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
+using CliRun = gantry::testing::CliRun;
 
 class BackupCli : public ::testing::Test {
  protected:
@@ -28,16 +26,7 @@ class BackupCli : public ::testing::Test {
   }
   std::string P(const std::string& name) const { return (tmp_ / name).string(); }
   CliRun Gantry(const std::string& args) {
-    std::string cmd = kGantry + " backup " + args + " 2>" + P("stderr.txt");
-    CliRun r;
-    FILE* f = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-    int status = pclose(f);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = ReadAll(P("stderr.txt"));
-    return r;
+    return gantry::testing::RunGantryShell("backup " + args);
   }
   TempDir tmp_;
 };

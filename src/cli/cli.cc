@@ -1,7 +1,8 @@
 // The pieces every command shares: common flags and the one exit-code map.
+#include "cli.h"
+
 #include <iostream>
 
-#include "cli.h"
 #include "gantry/core/log.h"
 
 namespace gantry::cli {

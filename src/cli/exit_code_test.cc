@@ -11,16 +11,16 @@ namespace {
 TEST(ExitCodeTest, EveryStatusCodeHasItsDocumentedExit) {
   EXPECT_EQ(ExitCode(Status::Ok()), kExitOk);
   // Change the invocation, a named thing, the credentials or the machine: 2.
-  for (StatusCode c : {StatusCode::kInvalidArgument, StatusCode::kNotFound,
-                       StatusCode::kAlreadyExists, StatusCode::kFailedPrecondition,
-                       StatusCode::kPermissionDenied, StatusCode::kResourceExhausted,
-                       StatusCode::kUnimplemented}) {
+  for (StatusCode c :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
+        StatusCode::kFailedPrecondition, StatusCode::kPermissionDenied,
+        StatusCode::kResourceExhausted, StatusCode::kUnimplemented}) {
     EXPECT_EQ(ExitCode(Status(c, "x")), kExitUsage) << StatusCodeName(c);
   }
   // The work failed: 1.
-  for (StatusCode c : {StatusCode::kDataLoss, StatusCode::kUnavailable,
-                       StatusCode::kDeadlineExceeded, StatusCode::kIoError,
-                       StatusCode::kInternal}) {
+  for (StatusCode c :
+       {StatusCode::kDataLoss, StatusCode::kUnavailable, StatusCode::kDeadlineExceeded,
+        StatusCode::kIoError, StatusCode::kInternal}) {
     EXPECT_EQ(ExitCode(Status(c, "x")), kExitCheckFailed) << StatusCodeName(c);
   }
   // Only collectives say 7; no Status maps to it.

@@ -2,67 +2,26 @@
 // `promtool check metrics` (Debian package `prometheus`). The test fails, not
 // skips, when promtool is missing: the format check is the point of it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "gantry/core/metrics.h"
+#include "testing/promtool.h"
 
 namespace gantry::metrics {
 namespace {
 
-std::string FindPromtool() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path ? path : "") + ":/usr/bin:/usr/local/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t colon = dirs.find(':', start);
-    std::string dir =
-        dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (!dir.empty()) {
-      std::string candidate = dir + "/promtool";
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  return "";
-}
-
 struct CheckResult {
   int exit_code = -1;
-  std::string output;
+  std::string output;  // stdout and stderr
 };
 
-// Writes `text` to a temp file and runs `promtool check metrics < file`.
-CheckResult PromtoolCheck(const std::string& promtool, const std::string& text) {
-  char tmpl[] = "/tmp/gantry_metrics_XXXXXX";
-  int fd = mkstemp(tmpl);
-  EXPECT_GE(fd, 0);
-  CheckResult r;
-  if (fd < 0) return r;
-  close(fd);
-  {
-    std::ofstream f(tmpl, std::ios::binary);
-    f << text;
-  }
-  std::string cmd = promtool + " check metrics < " + tmpl + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  if (p != nullptr) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    int st = pclose(p);
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  unlink(tmpl);
-  return r;
+CheckResult PromtoolCheck(const std::string&, const std::string& text) {
+  testing::CliRun r = testing::PromtoolCheckMetrics(text);
+  return {r.rc, r.out + r.err};
 }
+
+std::string FindPromtool() { return testing::PromtoolPath(); }
 
 TEST(MetricsIntegrationTest, PromtoolAcceptsRenderedRegistry) {
   std::string promtool = FindPromtool();

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "gantry/core/json.h"
+#include "testing/gantry_cli.h"
 
 namespace {
 
@@ -26,10 +27,7 @@ namespace fs = std::filesystem;
 const std::string kGantry = std::string(GANTRY_BINARY_DIR) + "/bin/gantry";
 const std::string kExamples = std::string(GANTRY_SOURCE_DIR) + "/examples/drift";
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
+using CliRun = gantry::testing::CliRun;
 
 class DriftCli : public ::testing::Test {
  protected:
@@ -47,19 +45,7 @@ class DriftCli : public ::testing::Test {
   }
   std::string P(const std::string& name) const { return (dir_ / name).string(); }
 
-  CliRun Gantry(const std::string& args) {
-    std::string cmd = kGantry + " " + args + " 2>" + P("stderr.txt");
-    CliRun r;
-    FILE* f = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-    int status = pclose(f);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(P("stderr.txt"));
-    r.err.assign(std::istreambuf_iterator<char>(e), {});
-    return r;
-  }
+  CliRun Gantry(const std::string& args) { return gantry::testing::RunGantryShell(args); }
 
   // Starts the model server; returns its port.
   int StartServer(const std::string& extra = "") {

@@ -3,16 +3,12 @@
 // not skips, when promtool is missing).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "gantry/drift/drift.h"
+#include "testing/promtool.h"
 
 namespace gantry::drift {
 namespace {
@@ -66,28 +62,11 @@ TEST(DriftPrometheusTest, SeriesAndValues) {
 }
 
 TEST(DriftPrometheusTest, PromtoolAcceptsIt) {
-  std::string promtool;
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
-    std::string candidate = std::string(dir) + "/promtool";
-    if (::access(candidate.c_str(), X_OK) == 0) promtool = candidate;
-  }
-  ASSERT_FALSE(promtool.empty()) << "promtool not found: run scripts/install-deps.sh (prometheus)";
-  char path[] = "/tmp/gantry-drift-prom-XXXXXX";
-  int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
+  ASSERT_FALSE(testing::PromtoolPath().empty())
+      << "promtool not found: run scripts/install-deps.sh (prometheus)";
   const std::string text = Sample().RenderPrometheus(1764480000);
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  std::string cmd = promtool + " check metrics < " + path + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  ::unlink(path);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  testing::CliRun r = testing::PromtoolCheckMetrics(text);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
 }
 
 }  // namespace

@@ -41,10 +41,8 @@ int Decode(int status) {
 
 // fork + exec with stdin from /dev/null and stdout/stderr to files. Only
 // async-signal-safe calls after fork: everything the child needs is built first.
-pid_t Spawn(const std::vector<std::string>& args, const Env& env, const std::string& out,
-            const std::string& err) {
-  std::vector<std::string> argv_s = {GantryBinary()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
+pid_t Spawn(std::vector<std::string> argv_s, const Env& env, const std::string& out,
+            const std::string& err, const std::string& in_path = "/dev/null") {
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -63,7 +61,7 @@ pid_t Spawn(const std::vector<std::string>& args, const Env& env, const std::str
 
   pid_t pid = ::fork();
   if (pid == 0) {
-    int in = ::open("/dev/null", O_RDONLY);
+    int in = ::open(in_path.c_str(), O_RDONLY);
     int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || o < 0 || e < 0) ::_exit(126);
@@ -98,6 +96,35 @@ int WaitBounded(pid_t pid, std::chrono::seconds timeout) {
   }
 }
 
+std::vector<std::string> WithGantry(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {GantryBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// Runs argv to completion; stdin is `input` (none when empty).
+CliRun RunArgv(std::vector<std::string> argv, const Env& env, std::chrono::seconds timeout,
+               std::string_view input = {}) {
+  std::string dir = MakeDir();
+  CliRun r;
+  std::string in_path = "/dev/null";
+  if (!input.empty()) {
+    in_path = dir + "/in";
+    std::ofstream(in_path, std::ios::binary) << input;
+  }
+  pid_t pid = Spawn(std::move(argv), env, dir + "/out", dir + "/err", in_path);
+  if (pid < 0) {
+    r.err = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  r.rc = WaitBounded(pid, timeout);
+  r.out = ReadAll(dir + "/out");
+  r.err = ReadAll(dir + "/err");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
+}
+
 }  // namespace
 
 std::string GantryBinary() { return std::string(GANTRY_BINARY_DIR) + "/bin/gantry"; }
@@ -114,19 +141,20 @@ Json CliRun::json() const {
 
 CliRun RunGantry(const std::vector<std::string>& args, const Env& env,
                  std::chrono::seconds timeout) {
-  std::string dir = MakeDir();
-  CliRun r;
-  pid_t pid = Spawn(args, env, dir + "/out", dir + "/err");
-  if (pid < 0) {
-    r.err = std::string("fork: ") + std::strerror(errno);
-    return r;
-  }
-  r.rc = WaitBounded(pid, timeout);
-  r.out = ReadAll(dir + "/out");
-  r.err = ReadAll(dir + "/err");
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return r;
+  return RunArgv(WithGantry(args), env, timeout);
+}
+
+CliRun RunShell(const std::string& command_line, const Env& env, std::chrono::seconds timeout) {
+  return RunArgv({"/bin/sh", "-c", command_line}, env, timeout);
+}
+
+CliRun RunGantryShell(const std::string& args_line, const Env& env, std::chrono::seconds timeout) {
+  return RunShell("'" + GantryBinary() + "' " + args_line, env, timeout);
+}
+
+CliRun RunWithInput(const std::vector<std::string>& argv, std::string_view input,
+                    std::chrono::seconds timeout) {
+  return RunArgv(argv, {}, timeout, input);
 }
 
 GantryProcess::GantryProcess() : dir_(MakeDir()) {}
@@ -143,7 +171,7 @@ GantryProcess::~GantryProcess() {
 
 Status GantryProcess::Start(const std::vector<std::string>& args, const Env& env) {
   if (pid_ > 0) return FailedPrecondition("GantryProcess::Start called twice");
-  pid_ = Spawn(args, env, dir_ + "/out", dir_ + "/err");
+  pid_ = Spawn(WithGantry(args), env, dir_ + "/out", dir_ + "/err");
   if (pid_ < 0) return IoError("fork", errno);
   return Status::Ok();
 }

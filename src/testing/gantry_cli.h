@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,17 @@ struct CliRun {
 // this process's environment. A child still running after `timeout` is killed.
 CliRun RunGantry(const std::vector<std::string>& args, const Env& env = {},
                  std::chrono::seconds timeout = std::chrono::seconds(120));
+
+// `gantry <args_line>` through /bin/sh, for tests whose arguments use the
+// shell's quoting (an argument such as --encrypt-key-command 'exit 4').
+CliRun RunGantryShell(const std::string& args_line, const Env& env = {},
+                      std::chrono::seconds timeout = std::chrono::seconds(120));
+// Any command line through /bin/sh -c.
+CliRun RunShell(const std::string& command_line, const Env& env = {},
+                std::chrono::seconds timeout = std::chrono::seconds(120));
+// argv (argv[0] searched nowhere: give a path) with `input` on stdin.
+CliRun RunWithInput(const std::vector<std::string>& argv, std::string_view input,
+                    std::chrono::seconds timeout = std::chrono::seconds(120));
 
 // A gantry command that runs until stopped (gateway run, agent, registry serve).
 // The destructor kills it (SIGKILL) if it still runs.
