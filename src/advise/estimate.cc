@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "gantry/ckpt/plan.h"
+#include "gantry/core/checkpoint_interval.h"
 
 namespace gantry::advise {
 namespace {
@@ -456,7 +456,7 @@ Result<SpotOverhead> EstimateSpotOverhead(double evictions_per_hour, double save
   RETURN_IF_ERROR(NonNegative("restart_s", restart_s));
   SpotOverhead o;
   o.mtbf_s = 3600 / evictions_per_hour;
-  ASSIGN_OR_RETURN(ckpt::IntervalPlan plan, ckpt::PlanInterval(save_s, o.mtbf_s));
+  ASSIGN_OR_RETURN(IntervalPlan plan, PlanInterval(save_s, o.mtbf_s));
   o.interval_s = plan.daly_s;
   // Checkpoint writes and rework come from the plan; each eviction also costs
   // a restart (new VM, load the checkpoint), 1/mtbf of them per second.

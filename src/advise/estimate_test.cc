@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "gantry/ckpt/plan.h"
+#include "gantry/core/checkpoint_interval.h"
 
 namespace gantry::advise {
 namespace {
@@ -397,7 +397,7 @@ TEST(CostTest, SpotOverheadMatchesDalyPlusRestart) {
   auto o = EstimateSpotOverhead(1, 60, 30);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_DOUBLE_EQ(o->mtbf_s, 3600);
-  auto plan = ckpt::PlanInterval(60, 3600);
+  auto plan = PlanInterval(60, 3600);
   ASSERT_TRUE(plan.ok());
   EXPECT_DOUBLE_EQ(o->interval_s, plan->daly_s);
   EXPECT_DOUBLE_EQ(o->overhead_fraction, plan->overhead_fraction + 30.0 / 3600);
@@ -408,7 +408,7 @@ TEST(CostTest, SpotOverheadMatchesDalyPlusRestart) {
   auto two = EstimateSpotOverhead(2, 60, 0);
   ASSERT_TRUE(two.ok());
   EXPECT_DOUBLE_EQ(two->mtbf_s, 1800);
-  EXPECT_DOUBLE_EQ(two->overhead_fraction, ckpt::PlanInterval(60, 1800)->overhead_fraction);
+  EXPECT_DOUBLE_EQ(two->overhead_fraction, PlanInterval(60, 1800)->overhead_fraction);
 }
 
 TEST(CostTest, BreakEvenAndDiscounts) {
@@ -499,7 +499,7 @@ TEST(MonotonicTest, LongerContextNeverShrinksKv) {
 }
 
 TEST(MonotonicTest, MoreEvictionsNeverLowerSpotOverhead) {
-  // ckpt::PlanInterval uses Daly's piecewise optimum, which jumps from
+  // PlanInterval uses Daly's piecewise optimum, which jumps from
   // ~0.89 M to M where the save time reaches 2 M; its overhead drops there
   // (2.69 -> 2.5). So the range stays below that point (save_s < mtbf_s / 2),
   // where spot is at least plausible.

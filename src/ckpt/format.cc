@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 #include <xxhash.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -397,6 +398,11 @@ std::string IsoTime(int64_t unix_s) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+int64_t NowUnix(const Clock& clock) {
+  return std::chrono::duration_cast<std::chrono::seconds>(clock.WallNow().time_since_epoch())
+      .count();
 }
 
 }  // namespace gantry::ckpt::internal

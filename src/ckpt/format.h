@@ -115,5 +115,7 @@ std::string Sha256Hex(std::string_view data);
 
 // ISO-8601 UTC ("2026-11-30T01:02:03Z").
 std::string IsoTime(int64_t unix_s);
+// Seconds since the epoch on `clock`'s wall time (manifest times, retention).
+int64_t NowUnix(const Clock& clock);
 
 }  // namespace gantry::ckpt::internal

@@ -6,7 +6,6 @@
 
 #include "ckpt_test_util.h"
 #include "gantry/ckpt/dtype.h"
-#include "gantry/ckpt/plan.h"
 
 namespace gantry::ckpt {
 namespace {
@@ -100,8 +99,8 @@ TEST(FormatTest, ManifestWithHugeChunkBytesIsDataLoss) {
 // for their field or negative where a size is meant were cast blindly.
 TEST(FormatTest, ManifestIntegersMustBeIntegersInRange) {
   const std::vector<std::pair<std::string, Json>> cases = {
-      {"step", Json(1.79e87)},          {"world_size", Json(uint64_t{1} << 40)},
-      {"chunk_bytes", Json(-1)},        {"format_version", Json("1")},
+      {"step", Json(1.79e87)},       {"world_size", Json(uint64_t{1} << 40)},
+      {"chunk_bytes", Json(-1)},     {"format_version", Json("1")},
       {"created_unix_s", Json(0.5)},
   };
   for (const auto& [key, value] : cases) {
@@ -232,26 +231,6 @@ TEST(FormatTest, ChunkChecksumsCoverTheTail) {
   EXPECT_NE(c[1], c[2]);  // the tail is 2 bytes
   EXPECT_EQ(internal::Sha256Hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-}
-
-TEST(PlanTest, DalyMatchesThePaper) {
-  // Daly 2006: C = 5 min; M = 24 h -> 117 min, 6 h -> 57 min, 15 min -> 9.1 min.
-  auto p = PlanInterval(300, 24 * 3600);
-  ASSERT_TRUE(p.ok());
-  EXPECT_NEAR(p->daly_s / 60, 116.7, 0.1);
-  EXPECT_NEAR(p->young_s / 60, 120.0, 0.1);
-  EXPECT_NEAR(PlanInterval(300, 6 * 3600)->daly_s / 60, 56.7, 0.1);
-  EXPECT_NEAR(PlanInterval(300, 15 * 60)->daly_s / 60, 9.14, 0.02);
-  EXPECT_EQ(PlanInterval(300, 100)->daly_s, 100);  // C >= 2M: checkpoint every M
-}
-
-TEST(PlanTest, BandwidthAndErrors) {
-  auto p = PlanInterval(300, 24 * 3600, 100ull << 30, 0.1);
-  ASSERT_TRUE(p.ok());
-  EXPECT_NEAR(p->needed_bytes_per_s, (100.0 * (1 << 30)) / (0.1 * p->daly_s), 1);
-  EXPECT_EQ(PlanInterval(0, 10).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlanInterval(1, -1).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlanInterval(1, 10, 0, 1.5).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "gantry/ckpt/bench.h"
 #include "gantry/ckpt/manager.h"
-#include "gantry/ckpt/plan.h"
+#include "gantry/core/checkpoint_interval.h"
 #include "gantry/core/json.h"
 #include "gantry/core/table.h"
 #include "gantry/core/units.h"
@@ -207,7 +207,7 @@ int RunPlan(const CkptFlags& f) {
   auto seconds = [](std::chrono::nanoseconds d) {
     return std::chrono::duration<double>(d).count();
   };
-  auto p = ckpt::PlanInterval(seconds(*c), seconds(*mtbf), bytes, f.budget);
+  auto p = PlanInterval(seconds(*c), seconds(*mtbf), bytes, f.budget);
   if (!p.ok()) return Fail("ckpt plan", p.status());
   auto fmt = [](double s) {
     return FormatDuration(std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9)));

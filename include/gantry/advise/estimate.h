@@ -172,7 +172,7 @@ Status ValidateDiscounts(const Discounts& d);
 // Expected overhead of running an interruptible job on spot VMs, as a share of
 // the useful run time: checkpoints at the Daly interval for the eviction MTBF
 // (1 / evictions_per_hour) plus the rework and `restart_s` per eviction
-// (ckpt::PlanInterval's overhead + restart_s * evictions per second).
+// (PlanInterval's overhead + restart_s * evictions per second).
 struct SpotOverhead {
   double mtbf_s = 0;
   double interval_s = 0;         // Daly's optimum checkpoint interval

@@ -1,55 +1,42 @@
 // Checkpoints of named tensors: atomic, checksummed, resumable.
 //
+//   auto m = CheckpointManager::Open({.root = "/nvme/ckpt", .run = "llm"});
+//   (*m)->SaveAsync(step, tensors, {{"epoch", 3}});  // returns once copied
+//   auto state = (*m)->Load();                       // the newest step that verifies
+//
 // Layout: <root>/<run>/step-<10-digit step>/ holds one safetensors shard per
 // rank ("shard-<rank>-of-<world>.safetensors", readable by other tools),
-// "manifest.json" (every tensor's dtype, shape, shard, offset, length and
-// per-chunk XXH3-64 checksums, plus user metadata, creator, time and format
-// version) and the commit marker "COMMITTED" (holding the manifest's SHA-256),
-// written last. A step is committed when its directory exists under its final
-// name and holds the marker; nothing else is ever read as a checkpoint.
+// "manifest.json" (every tensor's place and per-chunk XXH3-64 checksums, user
+// metadata, creator, time, format version) and the marker "COMMITTED" (the
+// manifest's SHA-256), written last. A step is committed when its directory
+// has its final name and holds the marker; nothing else is read as a
+// checkpoint, and a crash at any point leaves either the previous set of
+// committed steps or the new one (src/ckpt/commit.h has the protocol).
 //
-// Commit protocol (local/POSIX): rank 0 creates "<run>/.tmp-step-<step>", every
-// rank writes and fsyncs its shard plus a "rank-<r>.done" file there (the
-// barrier goes through the storage itself; with a Communicator, its Barrier
-// is used instead of polling), rank 0 writes manifest.json and the marker,
-// fsyncs files and the directory, renames it to "step-<step>" and fsyncs
-// the run directory. A crash at any point leaves either the previous set of
-// committed steps or the new one; stale ".tmp-*" directories are removed when
-// no writer holds "<run>/.writer.lock".
-//
-// Tiering (Options::persist): after rank 0 commits a step locally, a
-// background uploader copies the step directory to an object store under
-// "<run>/step-<10-digit step>/": every shard, then manifest.json, then the
-// marker COMMITTED last, as a conditional create. A step is committed on the
-// store iff its marker exists there. Steps waiting for upload are never
-// removed by local retention; the store has its own (persist_retention).
-// Upload errors are logged, kept in UploadStatus::last_error and returned
-// once by the next Wait() or WaitForUploads() (not by Save/SaveAsync: the
-// local commit does not depend on the store, and an emergency checkpoint must
-// not be refused because an older upload failed). A failed step is not
-// retried; the next committed step is uploaded as usual. Load() and Latest() use the
-// newest step of either tier: a local copy when it verifies, else (the local
-// tier was wiped, e.g. a new VM after a Spot eviction, or the local copy is
-// damaged) they download the step from the store with parallel ranged reads
-// into "<run>/.tmp-step-<step>", commit it locally with the protocol below
-// and load it with verification.
-//
-// Direct mode (Options::root is a remote URL such as "az://acct/ckpts", or
-// Options::root_store is set; world_size 1): no local directory. A save lays
-// the shard out in the staging pool as usual and uploads it with one Put
-// (blocks in parallel), then the manifest, then the marker (conditional
-// create). Load reads every tensor with ranged reads straight into its
-// buffer. Only one writer per run: a second writer of the same step gets
-// AlreadyExists from the marker, but its shard upload may already have
-// replaced the bytes of the first one (verification on load detects that).
+// Three ways to run (src/ckpt/README.md maps the engines):
+// - Local: the root is a directory; ranks meet through the storage or a
+//   Communicator. Retention (Options::retention) runs after every save.
+// - Tiered (Options::persist): rank 0 also uploads each committed step to an
+//   object store in the background, marker last; local retention keeps the
+//   steps still queued, the store has its own. Upload errors are returned
+//   once by the next Wait() or WaitForUploads(), never by Save/SaveAsync (an
+//   emergency checkpoint is not refused because an older upload failed).
+//   Load() and Latest() use the newest step of either tier and download it
+//   when the local copy is missing or damaged.
+// - Direct (Options::root is a remote URL, or root_store; world_size 1): no
+//   local directory. One writer per run: a second writer of a step gets
+//   AlreadyExists, but may already have replaced the first one's shard bytes
+//   (verification on load detects that).
 //
 // Thread-safety: a CheckpointManager is used by one thread at a time (its
 // background writer, uploader and eviction watcher are internal; an
-// OnEviction callback runs on the watcher's thread, see there). Distinct managers may share a root.
-// With a Communicator, SaveAsync calls its Barrier() from the background thread, so the
-// communicator must allow calls from another thread (and every rank must reach the save: a rank
-// that fails before the first barrier leaves the others waiting in it). Without one, ranks wait
-// through the storage for at most barrier_timeout and a failed rank 0 is noticed by the others.
+// OnEviction callback runs on the watcher's thread, see there). Distinct
+// managers may share a root. With a Communicator, SaveAsync calls its
+// Barrier() from the background thread, so the communicator must allow calls
+// from another thread (and every rank must reach the save: a rank that fails
+// before the first barrier leaves the others waiting in it). Without one,
+// ranks wait through the storage for at most barrier_timeout and a failed
+// rank 0 is noticed by the others.
 #pragma once
 
 #include <chrono>

@@ -1,9 +1,9 @@
-#include "gantry/ckpt/plan.h"
+#include "gantry/core/checkpoint_interval.h"
 
 #include <cmath>
 #include <string>
 
-namespace gantry::ckpt {
+namespace gantry {
 
 Result<IntervalPlan> PlanInterval(double save_s, double mtbf_s, uint64_t state_bytes,
                                   double budget_fraction) {
@@ -32,4 +32,4 @@ Result<IntervalPlan> PlanInterval(double save_s, double mtbf_s, uint64_t state_b
   return p;
 }
 
-}  // namespace gantry::ckpt
+}  // namespace gantry

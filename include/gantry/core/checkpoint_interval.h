@@ -1,14 +1,15 @@
 // Checkpoint interval planning: Young's first-order and Daly's higher-order
 // optimum interval, from the measured save time and the mean time between
-// failures (or preemptions).
+// failures (or preemptions). Pure arithmetic, thread-safe; used by
+// `gantry ckpt plan` and by `gantry advise` (spot overhead), which is why it
+// lives in core and not in src/ckpt.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 
 #include "gantry/core/status.h"
 
-namespace gantry::ckpt {
+namespace gantry {
 
 struct IntervalPlan {
   double young_s = 0;  // sqrt(2 * C * M)
@@ -26,4 +27,4 @@ struct IntervalPlan {
 Result<IntervalPlan> PlanInterval(double save_s, double mtbf_s, uint64_t state_bytes = 0,
                                   double budget_fraction = 0.1);
 
-}  // namespace gantry::ckpt
+}  // namespace gantry
