@@ -342,5 +342,29 @@ TEST_F(HttpApiTest, SignatureReadsAndAdminOnlyDeletes) {
   audit_.reset();
 }
 
+// The route table decides 404 and 405, after authentication (an anonymous
+// client learns nothing about which paths exist).
+TEST_F(HttpApiTest, UnknownEndpointsAre404AndOtherMethods405) {
+  std::string k = keys_["reader"];
+  auto r = Call("GET", "/api/2.0/mlflow/registered-models/nope", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(J(r)["error_code"], "RESOURCE_DOES_NOT_EXIST");
+  r = Call("GET", "/api/2.0/mlflow/registered-models/nope", "");
+  EXPECT_EQ(r.status, 401);
+  r = Call("PUT", "/api/2.0/gantry/trusted-keys", "", k);
+  EXPECT_EQ(r.status, 405) << r.body;
+  EXPECT_EQ(J(r)["error_code"], "METHOD_NOT_ALLOWED");
+  bool allow = false;
+  for (const auto& [h, v] : r.headers) allow |= h == "Allow" && v == "GET, POST, DELETE";
+  EXPECT_TRUE(allow);
+  r = Call("GET", "/api/2.0/gantry/blobs/sha256/not-a-digest", "", k);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(J(r)["message"].get<std::string>().find("64 lowercase hex"), std::string::npos);
+  r = Call("GET", "/api/2.0/gantry/blobs/sha256/a/b", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = Call("GET", "/elsewhere", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
+}
+
 }  // namespace
 }  // namespace gantry::registry
