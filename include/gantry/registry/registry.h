@@ -428,16 +428,16 @@ class Registry {
 // Where a registry's stores are: what `--db`, `--artifacts`, `--container`
 // and `--audit-log` name.
 struct OpenOptions {
-  std::string db;  // a SQLite file path or a postgresql:// URI (required)
+  std::string db{};  // a SQLite file path or a postgresql:// URI (required)
   // The artifact store URL (file:///dir, /dir, az://account/container[/prefix],
   // or a connection string with `container`). Empty: the URL remembered in
   // the database. The first URL given is remembered there, unless it is a
   // connection string (it holds a secret); so is `container`.
-  std::string artifacts;
-  std::string container;
-  std::string prefix;
-  std::string audit_log;  // append every change to this audit log (empty: none)
-  std::string actor;      // the actor audit records name (e.g. $USER)
+  std::string artifacts{};
+  std::string container{};
+  std::string prefix{};
+  std::string audit_log{};  // append every change to this audit log (empty: none)
+  std::string actor{};      // the actor audit records name (e.g. $USER)
 };
 
 // Opens the metadata store, the artifact store and the audit log.

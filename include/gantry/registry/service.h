@@ -29,16 +29,16 @@ namespace gantry::registry {
 struct RegistryServiceOptions {
   std::string listen = "127.0.0.1:5000";  // HOST:PORT (port 0: any free one)
   // API keys (security::KeyStore database; `gantry gateway keys create`).
-  std::string keys_db;
+  std::string keys_db{};
   // HS256 JWTs signed with the secret in this file (trailing newlines dropped).
-  std::string jwt_secret_file;
+  std::string jwt_secret_file{};
   // RS256 (RSA) or ES256 (P-256) JWTs verified with the public key PEM in this file.
-  std::string jwt_public_key_file;
-  std::string jwt_issuer;    // required 'iss' when set
-  std::string jwt_audience;  // required 'aud' when set
+  std::string jwt_public_key_file{};
+  std::string jwt_issuer{};    // required 'iss' when set
+  std::string jwt_audience{};  // required 'aud' when set
   // Largest blob upload (413 before any byte of a larger one is read).
   uint64_t max_blob_bytes = 256ull << 20;
-  std::string spool_dir;  // uploads in flight and downloads (empty: $TMPDIR)
+  std::string spool_dir{};  // uploads in flight and downloads (empty: $TMPDIR)
   // Handler pool size (http::ServerOptions::handler_threads): requests that
   // run SQL or copy blobs do not wait for each other up to this many.
   int handler_threads = 8;
