@@ -47,11 +47,13 @@
 // Roles nest: reader < writer < admin. No/invalid credential: 401 with
 // "WWW-Authenticate: Bearer realm=\"gantry-registry\""; a role without the
 // permission: 403 {"error_code":"PERMISSION_DENIED","required_role":R,...}.
-// Errors are MLflow-shaped {"error_code","message"}: 400 INVALID_PARAMETER_VALUE
-// (naming the field), 404 RESOURCE_DOES_NOT_EXIST, 409 RESOURCE_ALREADY_EXISTS /
-// CONFLICT, 412, 413 REQUEST_TOO_LARGE. Every change is appended to the audit
-// log with the caller's identity ("api_key:<id>" or "jwt:<subject>"); secrets
-// are never logged or echoed.
+// Errors are MLflow-shaped {"error_code","message"} with the HTTP status of
+// core's Status/HTTP map (http_status.h): 400 INVALID_PARAMETER_VALUE (naming
+// the field), 404 RESOURCE_DOES_NOT_EXIST, 409 RESOURCE_ALREADY_EXISTS /
+// CONFLICT, 500 DATA_LOSS, ...; and from the API itself 405
+// METHOD_NOT_ALLOWED, 412 BLOB_MISSING, 413 REQUEST_TOO_LARGE. Every change
+// is appended to the audit log with the caller's identity ("api_key:<id>" or
+// "jwt:<subject>"); secrets are never logged or echoed.
 //
 // Every route is one row of a table (src/registry/http_routes.cc) giving its
 // method, path, the action it needs (registry:read|write|admin for the roles

@@ -276,7 +276,7 @@ struct CheckpointSource {
 };
 
 // Reads a checkpoint step for `register --from-ckpt`, local or through a
-// server (RemoteRegistry::RegisterCheckpoint): the committed step `src.step`
+// server (RemoteClient::RegisterCheckpoint): the committed step `src.step`
 // (verified in full first) or the latest step that verifies. Returns `req`
 // with path = the step directory, lineage.source = "ckpt:<step dir>",
 // lineage.run_id = src.run when empty, lineage.metrics = the step's metadata
@@ -313,7 +313,7 @@ Json ToJson(const VerifyReport& r);
 // ("... is not signed and <required_by>" / "... has no valid signature by a
 // trusted key: <reasons>"); without it an invalid signature is still refused
 // when trusted keys are configured (a bad signature is never ignored).
-// Used by Registry (server-side trust) and RemoteRegistry (client-side trust).
+// Used by Registry (server-side trust) and RemoteClient (client-side trust).
 Result<VerifyReport> CheckSignatureBundles(std::string_view label,
                                            const std::map<std::string, std::string>& bundles,
                                            std::string_view manifest_text,
