@@ -1,7 +1,6 @@
 // Handler-level tests of the registry HTTP API (no sockets): reads, writes,
 // the reader/writer/admin matrix, 401/403 shapes, bad JSON, size limits.
 #include "gantry/registry/http_api.h"
-#include "response_body.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <fstream>
 
 #include "gantry/security/crypto.h"
+#include "response_body.h"
 
 namespace gantry::registry {
 namespace {
@@ -319,8 +319,7 @@ TEST_F(HttpApiTest, SignatureReadsAndAdminOnlyDeletes) {
   r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"0"})",
            ak);
   EXPECT_EQ(r.status, 400) << r.body;
-  r = Call("POST", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
-           ak);
+  r = Call("POST", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})", ak);
   EXPECT_EQ(r.status, 405) << r.body;
   r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
            ak);

@@ -21,8 +21,8 @@ Status ValidateServiceOptions(const RegistryServiceOptions& o) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<RegistryService>> RegistryService::Create(
-    std::unique_ptr<Registry> registry, RegistryServiceOptions o) {
+Result<std::unique_ptr<RegistryService>> RegistryService::Create(std::unique_ptr<Registry> registry,
+                                                                 RegistryServiceOptions o) {
   RETURN_IF_ERROR(ValidateServiceOptions(o));
   if (registry == nullptr) return InvalidArgument("RegistryService::Create needs a registry");
   auto svc = std::unique_ptr<RegistryService>(new RegistryService(std::move(registry), o));
