@@ -1,6 +1,10 @@
 // http::Server: one poll() loop thread owns the listener and every connection.
 // Each connection is a small state machine (reading a head, reading a body,
-// writing a response); handlers run inline on the loop thread.
+// waiting for its handler, writing a response). Handlers run inline on the
+// loop thread, or (ServerOptions::handler_threads) on a pool: the loop hands
+// a complete request to a worker and goes on serving other connections; the
+// worker posts the response back and wakes the loop through the pipe, and
+// only the loop ever touches a connection.
 #include "gantry/core/http_server.h"
 
 #include <arpa/inet.h>
@@ -18,8 +22,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -34,6 +41,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr uint64_t kMaxDiscardBytes = 64ull << 20;
 // ReadSome returns to Process at least this often.
 constexpr size_t kReadChunkBytes = 1u << 20;
+// ServerOptions::handler_threads above this is refused (a typo, not a plan).
+constexpr int kMaxHandlerThreads = 1024;
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -144,6 +153,7 @@ std::string ServerRequest::QueryParam(std::string_view name) const {
 
 struct Server::Impl {
   struct Conn {
+    uint64_t id = 0;  // names the connection to a handler running on the pool
     int fd = -1;
     std::string peer;
     std::string in;          // received, not yet consumed
@@ -161,6 +171,9 @@ struct Server::Impl {
     // before closing, so the close does not reset the connection under a
     // client that is still sending (it would lose the answer).
     uint64_t discard = 0;
+    // A complete request is with a pool worker: nothing more is read or
+    // parsed, and no timeout applies, until its response comes back.
+    bool handling = false;
     bool request_started = false;  // bytes of a request have arrived
     SteadyClock::time_point request_start;
     SteadyClock::time_point last_activity;
@@ -194,6 +207,27 @@ struct Server::Impl {
   };
   std::vector<RouteEntry> routes;
   ServerOptions options;
+  // The handler pool (empty: handlers run on the loop thread). A Job is a
+  // complete request; a Done its response, for the loop to send unless the
+  // connection is gone by then.
+  struct Job {
+    uint64_t conn_id = 0;
+    ServerRequest request;
+    const RouteEntry* route = nullptr;
+    bool keep_alive = false, http10 = false, head_only = false;
+  };
+  struct Done {
+    uint64_t conn_id = 0;
+    ServerResponse response;
+    bool keep_alive = false, http10 = false, head_only = false;
+  };
+  std::vector<std::thread> workers;
+  std::mutex pool_mu;
+  std::condition_variable pool_cv;
+  std::deque<Job> jobs;    // guarded by pool_mu
+  std::vector<Done> done;  // guarded by pool_mu
+  bool pool_stop = false;  // guarded by pool_mu
+  uint64_t next_conn_id = 1;
   int listen_fd = -1;
   int wake[2] = {-1, -1};
   std::thread thread;
@@ -263,6 +297,19 @@ struct Server::Impl {
     char b = 'x';
     (void)!::write(wake[1], &b, 1);
     if (thread.joinable()) thread.join();
+    // Handlers already running finish (their responses are dropped with the
+    // connections); requests still queued are never started.
+    {
+      std::lock_guard lock(pool_mu);
+      pool_stop = true;
+    }
+    pool_cv.notify_all();
+    for (std::thread& w : workers) w.join();
+    workers.clear();
+    jobs.clear();
+    for (Done& d : done) Discard(d.response);
+    done.clear();
+    pool_stop = false;
     for (auto& c : conns) ::close(c->fd);
     conns.clear();
     ::close(listen_fd);
@@ -306,8 +353,8 @@ struct Server::Impl {
         if (fd >= 0) ::close(fd);
         ServerResponse failed;
         failed.status = 500;
-        failed.body = "cannot read the response body '" + resp.body_file + "': " +
-                      std::strerror(err) + "\n";
+        failed.body =
+            "cannot read the response body '" + resp.body_file + "': " + std::strerror(err) + "\n";
         resp = std::move(failed);
         body_size = resp.body.size();
       } else {
@@ -350,6 +397,89 @@ struct Server::Impl {
     c->close_after_write = !keep_alive;
   }
 
+  // A response that will never be sent: its temporary body file is removed.
+  static void Discard(const ServerResponse& resp) {
+    if (resp.body_file_temporary && !resp.body_file.empty()) ::unlink(resp.body_file.c_str());
+  }
+
+  // Runs the route's handler (404 without one); an exception is a 500.
+  static ServerResponse RunHandler(const RouteEntry* route, const ServerRequest& r) {
+    ServerResponse resp;
+    if (route == nullptr) {
+      resp.status = 404;
+      resp.content_type = "application/json";
+      resp.body = nlohmann::json{{"error", "no handler for " + r.path}}.dump() + "\n";
+      return resp;
+    }
+    try {
+      route->handler(r, &resp);
+    } catch (const std::exception& e) {
+      resp = ServerResponse();
+      resp.status = 500;
+      resp.body = std::string("internal error: ") + e.what() + "\n";
+    } catch (...) {
+      resp = ServerResponse();
+      resp.status = 500;
+      resp.body = "internal error\n";
+    }
+    return resp;
+  }
+
+  // Sends the answer to the connection's current request and gets ready for
+  // the next one.
+  void Complete(Conn* c, ServerResponse resp, bool keep_alive, bool http10, bool head_only) {
+    c->last_activity = SteadyClock::now();
+    Respond(c, std::move(resp), keep_alive, http10, head_only);
+    ResetRequestState(c);
+    Flush(c);
+  }
+
+  // A pool worker: runs queued requests until Stop.
+  void Work() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(pool_mu);
+        pool_cv.wait(lock, [&] { return pool_stop || !jobs.empty(); });
+        if (pool_stop) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      ServerResponse resp = RunHandler(job.route, job.request);
+      // Released before the answer is sent, as inline (e.g. a spooled upload
+      // is removed now).
+      job.request = ServerRequest();
+      {
+        std::lock_guard lock(pool_mu);
+        done.push_back({job.conn_id, std::move(resp), job.keep_alive, job.http10, job.head_only});
+      }
+      char b = 'd';
+      (void)!::write(wake[1], &b, 1);  // a full pipe already holds a wake-up
+    }
+  }
+
+  // Sends the responses the pool finished (on the loop thread).
+  void FinishHandled() {
+    std::vector<Done> finished;
+    {
+      std::lock_guard lock(pool_mu);
+      finished.swap(done);
+    }
+    for (Done& d : finished) {
+      Conn* c = nullptr;
+      for (auto& conn : conns) {
+        if (conn->id == d.conn_id) c = conn.get();
+      }
+      if (c == nullptr || !c->handling) {
+        Discard(d.response);  // the client went away meanwhile
+        continue;
+      }
+      c->handling = false;
+      Complete(c, std::move(d.response), d.keep_alive, d.http10, d.head_only);
+      Process(c);  // requests the client pipelined meanwhile
+    }
+  }
+
   void RespondError(Conn* c, int status, std::string_view message) {
     ServerResponse resp;
     resp.status = status;
@@ -375,7 +505,7 @@ struct Server::Impl {
   // Parses and dispatches as many buffered requests as possible, one at a
   // time: the next is looked at only once the previous response is sent.
   void Process(Conn* c) {
-    while (!c->Writing() && !c->close_after_write && !c->in.empty()) {
+    while (!c->handling && !c->Writing() && !c->close_after_write && !c->in.empty()) {
       if (c->head_end == 0) {
         size_t end = 0;
         HeadScan scan = ScanHead(c->in, &c->scanned, options.max_header_bytes, &end);
@@ -482,30 +612,24 @@ struct Server::Impl {
       }
       bool keep_alive = c->keep_alive && !stopping;
       bool http10 = c->http10;
-      ServerResponse resp;
+      bool head_only = r.method == "HEAD";
       const RouteEntry* route = Route(r.path);
-      const Handler* handler = route ? &route->handler : nullptr;
-      if (handler == nullptr) {
-        resp.status = 404;
-        resp.content_type = "application/json";
-        resp.body = nlohmann::json{{"error", "no handler for " + r.path}}.dump() + "\n";
-      } else {
-        try {
-          (*handler)(r, &resp);
-        } catch (const std::exception& e) {
-          resp = ServerResponse();
-          resp.status = 500;
-          resp.body = std::string("internal error: ") + e.what() + "\n";
-        } catch (...) {
-          resp = ServerResponse();
-          resp.status = 500;
-          resp.body = "internal error\n";
+      if (!workers.empty()) {
+        // The request moves to the job (so does the sink: the worker
+        // releases it); the connection waits for the response.
+        c->handling = true;
+        c->sink.reset();
+        Job job{c->id, std::move(r), route, keep_alive, http10, head_only};
+        {
+          std::lock_guard lock(pool_mu);
+          jobs.push_back(std::move(job));
         }
+        pool_cv.notify_one();
+        return;
       }
+      ServerResponse resp = RunHandler(route, r);
       r.body_sink.reset();  // e.g. removes a spooled upload now
-      Respond(c, std::move(resp), keep_alive, http10, r.method == "HEAD");
-      ResetRequestState(c);
-      Flush(c);
+      Complete(c, std::move(resp), keep_alive, http10, head_only);
     }
   }
 
@@ -611,6 +735,7 @@ struct Server::Impl {
         continue;
       }
       auto c = std::make_unique<Conn>();
+      c->id = next_conn_id++;
       c->fd = fd;
       c->peer = PeerString(ss);
       c->last_activity = SteadyClock::now();
@@ -627,6 +752,12 @@ struct Server::Impl {
       auto now = SteadyClock::now();
       auto next_deadline = now + std::chrono::seconds(10);
       for (auto& c : conns) {
+        if (c->handling) {
+          // Not read while its handler runs (the client may not pipeline
+          // without bound); errors and hang-ups are still reported.
+          fds.push_back({c->fd, 0, 0});
+          continue;
+        }
         short ev = c->Writing() ? POLLOUT : POLLIN;
         fds.push_back({c->fd, ev, 0});
         auto deadline = c->Writing() || c->streaming ? c->last_activity + options.read_timeout
@@ -639,7 +770,15 @@ struct Server::Impl {
       int rc = ::poll(fds.data(), fds.size(), timeout);
       if (rc < 0 && errno != EINTR) break;
       if (stopping) break;
+      if (fds[0].revents & POLLIN) {
+        char drain[64];
+        while (::read(wake[0], drain, sizeof drain) > 0) {
+        }
+      }
       if (fds[1].revents & POLLIN) Accept();
+      // Before the per-connection pass: it indexes conns, which this only
+      // reads (a connection it answers is then flushed or parsed there too).
+      if (!workers.empty()) FinishHandled();
       now = SteadyClock::now();
       // fds[2 + i] belongs to conns[i] (accepted connections were appended after).
       for (size_t i = 0; i + 2 < fds.size(); ++i) {
@@ -665,6 +804,7 @@ struct Server::Impl {
       // Timeouts and closes.
       now = SteadyClock::now();
       for (auto& c : conns) {
+        if (c->handling) continue;  // a handler may take long; the client waits
         if (c->peer_closed && !c->Writing()) continue;
         if (c->discard > 0 && !c->Writing() && now - c->last_activity > options.read_timeout) {
           c->peer_closed = true;  // a refused body that stopped coming: just close
@@ -714,6 +854,11 @@ Status Server::Start(const ServerOptions& options) {
     return InvalidArgument("max_connections " + std::to_string(options.max_connections) +
                            " must be at least 1");
   }
+  if (options.handler_threads < 0 || options.handler_threads > kMaxHandlerThreads) {
+    return InvalidArgument("handler_threads " + std::to_string(options.handler_threads) +
+                           " must be 0 (handlers on the loop thread) to " +
+                           std::to_string(kMaxHandlerThreads));
+  }
   RETURN_IF_ERROR(impl_->Bind());
   if (::pipe2(impl_->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     int err = errno;
@@ -723,6 +868,9 @@ Status Server::Start(const ServerOptions& options) {
   }
   impl_->stopping = false;
   impl_->started = true;
+  for (int i = 0; i < options.handler_threads; ++i) {
+    impl_->workers.emplace_back([impl = impl_.get()] { impl->Work(); });
+  }
   impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
   return Status::Ok();
 }

@@ -15,92 +15,15 @@
 #include <thread>
 
 #include "gantry/core/http_client.h"
+#include "raw_http_client.h"
 
 namespace gantry::http {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::RawClient;
 using ::testing::StartsWith;
-
-// A raw TCP client so tests can send exactly the bytes they mean (malformed,
-// pipelined, partial) and see exactly what comes back.
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawClient() { ::close(fd_); }
-  bool connected() const { return connected_; }
-
-  void Send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  // Reads one response (head + Content-Length body). "" when the server
-  // closed first or nothing came within 10 s.
-  std::string ReadResponse() {
-    for (;;) {
-      size_t head_end = buf_.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        size_t body_len = 0;
-        size_t cl = buf_.find("Content-Length: ");
-        if (cl != std::string::npos && cl < head_end) body_len = std::stoul(buf_.substr(cl + 16));
-        size_t total = head_end + 4 + body_len;
-        if (buf_.compare(0, 12, "HTTP/1.1 100") == 0) total = head_end + 4;
-        if (buf_.size() >= total) {
-          std::string out = buf_.substr(0, total);
-          buf_.erase(0, total);
-          return out;
-        }
-      }
-      if (!ReadMore()) return "";
-    }
-  }
-
-  // Everything until the server closes (or 10 s of silence).
-  std::string ReadAll() {
-    while (ReadMore()) {
-    }
-    return std::move(buf_);
-  }
-
-  // True when the server closed the connection (EOF) within 10 s.
-  bool ClosedByServer() {
-    while (ReadMore()) {
-    }
-    return eof_;
-  }
-
- private:
-  bool ReadMore() {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 10'000) <= 0) return false;
-    char b[65536];
-    ssize_t n = ::recv(fd_, b, sizeof b, 0);
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    buf_.append(b, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  bool eof_ = false;
-  std::string buf_;
-};
 
 Result<Response> Fetch(const std::string& url, int seconds) {
   Request r;
@@ -114,9 +37,11 @@ std::string BodyOf(const std::string& response) {
   return p == std::string::npos ? "" : response.substr(p + 4);
 }
 
-class ServerTest : public ::testing::Test {
+// Every ServerTest runs twice: handlers on the loop thread and on a pool.
+class ServerTest : public ::testing::TestWithParam<int> {
  protected:
   void StartServer(ServerOptions options = {}) {
+    options.handler_threads = GetParam();
     server_.Handle("/", [](const ServerRequest& req, ServerResponse* resp) {
       resp->body = "root:" + req.path;
     });
@@ -145,7 +70,12 @@ class ServerTest : public ::testing::Test {
   Server server_;
 };
 
-TEST_F(ServerTest, RoutesByLongestPrefixOnSegmentBoundaries) {
+INSTANTIATE_TEST_SUITE_P(Threads, ServerTest, ::testing::Values(0, 4),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == 0 ? std::string("inline") : std::string("pool");
+                         });
+
+TEST_P(ServerTest, RoutesByLongestPrefixOnSegmentBoundaries) {
   StartServer();
   auto get = [&](const std::string& target) {
     auto r = Fetch(Url(target), 5);
@@ -173,7 +103,7 @@ TEST(ServerNoRootTest, UnmatchedPathIs404Json) {
   EXPECT_THAT(r->body, HasSubstr("/nope"));
 }
 
-TEST_F(ServerTest, QueryHeadersBodyAndExtraResponseHeaders) {
+TEST_P(ServerTest, QueryHeadersBodyAndExtraResponseHeaders) {
   StartServer();
   Request req;
   req.method = "POST";
@@ -204,7 +134,7 @@ TEST(ServerRequestTest, QueryParamDecodesAndDefaultsToEmpty) {
   EXPECT_EQ(r.Header("X"), nullptr);
 }
 
-TEST_F(ServerTest, KeepAliveServesSeveralAndPipelinedRequestsOnOneConnection) {
+TEST_P(ServerTest, KeepAliveServesSeveralAndPipelinedRequestsOnOneConnection) {
   StartServer();
   RawClient c(server_.port());
   ASSERT_TRUE(c.connected());
@@ -226,7 +156,7 @@ TEST_F(ServerTest, KeepAliveServesSeveralAndPipelinedRequestsOnOneConnection) {
   EXPECT_TRUE(c.ClosedByServer());
 }
 
-TEST_F(ServerTest, Http10KeepAliveOnlyWhenAsked) {
+TEST_P(ServerTest, Http10KeepAliveOnlyWhenAsked) {
   StartServer();
   RawClient c(server_.port());
   c.Send("GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
@@ -237,7 +167,7 @@ TEST_F(ServerTest, Http10KeepAliveOnlyWhenAsked) {
   EXPECT_TRUE(c.ClosedByServer());
 }
 
-TEST_F(ServerTest, RequestSplitAcrossWritesIsAssembled) {
+TEST_P(ServerTest, RequestSplitAcrossWritesIsAssembled) {
   StartServer();
   RawClient c(server_.port());
   c.Send("POST /api HT");
@@ -250,7 +180,7 @@ TEST_F(ServerTest, RequestSplitAcrossWritesIsAssembled) {
   EXPECT_EQ(BodyOf(c.ReadResponse()), "api:POST:/api::abcde");
 }
 
-TEST_F(ServerTest, HeadHasLengthButNoBody) {
+TEST_P(ServerTest, HeadHasLengthButNoBody) {
   StartServer();
   RawClient c(server_.port());
   c.Send("HEAD /abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -260,7 +190,7 @@ TEST_F(ServerTest, HeadHasLengthButNoBody) {
   EXPECT_EQ(BodyOf(all), "");
 }
 
-TEST_F(ServerTest, MalformedRequestsGet4xxAndClose) {
+TEST_P(ServerTest, MalformedRequestsGet4xxAndClose) {
   StartServer({.max_header_bytes = 1024, .max_body_bytes = 100});
   struct Case {
     std::string request;
@@ -289,7 +219,7 @@ TEST_F(ServerTest, MalformedRequestsGet4xxAndClose) {
   EXPECT_EQ(ok->body, "root:/fine");
 }
 
-TEST_F(ServerTest, SlowClientGets408AndDoesNotStallOthers) {
+TEST_P(ServerTest, SlowClientGets408AndDoesNotStallOthers) {
   StartServer({.read_timeout = std::chrono::milliseconds(300)});
   RawClient slow(server_.port());
   slow.Send("GET /slow HTTP/1.1\r\nHost: x\r\n");  // head never ends
@@ -302,7 +232,7 @@ TEST_F(ServerTest, SlowClientGets408AndDoesNotStallOthers) {
   EXPECT_TRUE(slow.ClosedByServer());
 }
 
-TEST_F(ServerTest, IdleKeepAliveConnectionIsClosedQuietly) {
+TEST_P(ServerTest, IdleKeepAliveConnectionIsClosedQuietly) {
   StartServer({.idle_timeout = std::chrono::milliseconds(200)});
   RawClient c(server_.port());
   c.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -311,7 +241,7 @@ TEST_F(ServerTest, IdleKeepAliveConnectionIsClosedQuietly) {
   EXPECT_EQ(c.ReadResponse(), "");  // no 408 for an idle connection
 }
 
-TEST_F(ServerTest, ExpectContinueGets100ThenTheResponse) {
+TEST_P(ServerTest, ExpectContinueGets100ThenTheResponse) {
   StartServer();
   RawClient c(server_.port());
   c.Send("POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n");
@@ -320,7 +250,7 @@ TEST_F(ServerTest, ExpectContinueGets100ThenTheResponse) {
   EXPECT_EQ(BodyOf(c.ReadResponse()), "api:POST:/api::hi");
 }
 
-TEST_F(ServerTest, HandlerExceptionIs500AndLargeBodiesArriveWhole) {
+TEST_P(ServerTest, HandlerExceptionIs500AndLargeBodiesArriveWhole) {
   StartServer();
   auto r = Fetch(Url("/throw"), 5);
   ASSERT_TRUE(r.ok());
@@ -499,8 +429,9 @@ TEST(ServerFileBodyTest, FileBodiesAreSentWholeAndTemporaryOnesRemoved) {
   EXPECT_THAT(got->body, HasSubstr(dir + "/nope"));
   // HEAD: the file's length, no body; a keep-alive connection stays usable.
   RawClient c(server.port());
-  c.Send("HEAD /kept HTTP/1.1\r\nHost: x\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n"
-         "Connection: close\r\n\r\n");
+  c.Send(
+      "HEAD /kept HTTP/1.1\r\nHost: x\r\n\r\nGET /missing HTTP/1.1\r\nHost: x\r\n"
+      "Connection: close\r\n\r\n");
   std::string all = c.ReadAll();
   EXPECT_THAT(all, HasSubstr("Content-Length: " + std::to_string(data.size()) + "\r\n"));
   EXPECT_THAT(all, HasSubstr("HTTP/1.1 500"));
@@ -509,7 +440,7 @@ TEST(ServerFileBodyTest, FileBodiesAreSentWholeAndTemporaryOnesRemoved) {
   ::rmdir(dir.c_str());
 }
 
-TEST_F(ServerTest, ConnectionsBeyondTheLimitGet503) {
+TEST_P(ServerTest, ConnectionsBeyondTheLimitGet503) {
   StartServer({.max_connections = 1});
   RawClient first(server_.port());
   first.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");

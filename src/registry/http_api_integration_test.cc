@@ -1,22 +1,31 @@
 // End to end over a real socket: a registry served on 127.0.0.1:0 with API
-// keys, used through RemoteRegistry (the client `gantry registry --server`
+// keys, used through RemoteClient (the client `gantry registry --server`
 // uses): register from a directory, alias compare-and-set, download with
 // verification, an unauthenticated write refused, the audit log verified;
 // streamed transfers of large files, --from-ckpt through the server, and
-// tampered downloads leaving nothing under the final name.
+// tampered downloads leaving nothing under the final name; a slow upload that
+// delays no other client.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "gantry/ckpt/manager.h"
 #include "gantry/core/http_client.h"
 #include "gantry/registry/http_api.h"
-#include "response_body.h"
+#include "gantry/registry/remote_client.h"
 #include "gantry/security/crypto.h"
+#include "response_body.h"
 
 namespace gantry::registry {
 namespace {
@@ -62,12 +71,13 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
   AddHttpRoutes(reg, api, server);
   http::ServerOptions so;
   so.max_body_bytes = 8 << 20;
+  so.handler_threads = 4;  // as `gantry registry serve` runs it
   ASSERT_TRUE(server.Start(so).ok());
   std::string base = "http://127.0.0.1:" + std::to_string(server.port());
 
-  RemoteRegistry w({.server = base, .credential = writer->second});
-  RemoteRegistry r({.server = base, .credential = reader->second});
-  RemoteRegistry anon({.server = base, .credential = ""});
+  RemoteClient w({.server = base, .credential = writer->second});
+  RemoteClient r({.server = base, .credential = reader->second});
+  RemoteClient anon({.server = base, .credential = ""});
 
   RegisterRequest req;
   req.name = "llama";
@@ -76,12 +86,12 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
   req.tags["team"] = "ml";
   auto v1 = w.Register(req);
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
-  EXPECT_EQ((*v1)["version"], "1");
-  EXPECT_EQ((*v1)["files"].size(), 3u);
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_EQ(v1->files.size(), 3u);
   std::ofstream(root / "model/config.json") << R"({"layers": 3})";
   auto v2 = w.Register(req);
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
-  EXPECT_EQ((*v2)["version"], "2");
+  EXPECT_EQ(v2->version, 2);
   // The server-side registry verifies what arrived over the wire.
   ASSERT_TRUE(reg.Verify("llama/2").ok());
 
@@ -107,7 +117,7 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
   EXPECT_EQ(*reg.meta().ResolveAlias("llama", "prod"), 2);
 
   // Download through the alias with a reader key: every byte verified.
-  auto rep = r.Download("llama@prod", (root / "out").string(), false);
+  auto rep = r.Download("llama@prod", (root / "out").string(), {});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(rep->version, 2);
   EXPECT_EQ(rep->files, 3u);
@@ -115,7 +125,8 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
   EXPECT_EQ(Slurp(root / "out/config.json"), R"({"layers": 3})");
   EXPECT_EQ(Slurp(root / "out/sub/tok.txt"), "hello");
   // An existing destination is refused without overwrite.
-  EXPECT_FALSE(r.Download("llama/1", (root / "out").string(), false).ok());
+  EXPECT_EQ(r.Download("llama/1", (root / "out").string(), {}).status().code(),
+            StatusCode::kAlreadyExists);
 
   // Tampering in the store is caught by the client and nothing is written.
   auto got = reg.Resolve("llama/1");
@@ -128,7 +139,7 @@ TEST(RegistryHttpIntegration, RemoteRegisterAliasDownloadAndAudit) {
       reg.artifacts()
           .Put(blob_key, std::span<const std::byte>(reinterpret_cast<const std::byte*>("HELLO"), 5))
           .ok());
-  auto bad = r.Download("llama/1", (root / "out1").string(), false);
+  auto bad = r.Download("llama/1", (root / "out1").string(), {});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
   EXPECT_FALSE(fs::exists(root / "out1"));
@@ -204,6 +215,7 @@ struct Served {
     });
     http::ServerOptions so;
     so.max_body_bytes = max_body;
+    so.handler_threads = 4;  // as `gantry registry serve` runs it
     EXPECT_TRUE(server.Start(so).ok());
     base = "http://127.0.0.1:" + std::to_string(server.port());
   }
@@ -212,9 +224,13 @@ struct Served {
     if (audit) (void)audit->Close();
     fs::remove_all(root);
   }
-  RemoteRegistry Client(const std::string& role, bool evil = false) {
+  // A client with `role`'s key trusting `trusted` for downloads.
+  RemoteClient Client(const std::string& role, bool evil = false,
+                      std::vector<security::DsseVerifier> trusted = {}) {
     // The client appends /api/2.0/...; with "/evil" that reaches the tampering route.
-    return RemoteRegistry({.server = evil ? base + "/evil" : base, .credential = keys[role]});
+    return RemoteClient({.server = evil ? base + "/evil" : base,
+                         .credential = keys[role],
+                         .trusted = std::move(trusted)});
   }
 };
 
@@ -230,6 +246,15 @@ struct KeyPair {
   security::DsseSigner signer;
   std::vector<security::DsseVerifier> trusted;
 };
+// A client's trust anchors: the key pair's public key.
+std::vector<security::DsseVerifier> Trust(const KeyPair& k) {
+  std::vector<security::DsseVerifier> out;
+  auto v = security::DsseVerifier::FromPublicPem(k.signer.PublicKeyPem());
+  EXPECT_TRUE(v.ok());
+  out.push_back(*std::move(v));
+  return out;
+}
+
 KeyPair NewKey(security::KeyAlgorithm alg) {
   auto kp = security::GenerateSigningKey(alg);
   EXPECT_TRUE(kp.ok());
@@ -243,7 +268,7 @@ KeyPair NewKey(security::KeyAlgorithm alg) {
 
 TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys) {
   Served srv;
-  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
+  RemoteClient w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
   RegisterRequest req;
   req.name = "llama";
   req.path = MakeModel(srv.root / "m1", "1");
@@ -263,10 +288,13 @@ TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys)
   ASSERT_TRUE(srv.reg->TrustKey(release.signer.PublicKeyPem(), "release").ok());
   EXPECT_TRUE(srv.reg->Verify("llama/1", true).ok());
 
-  RemoteDownloadOptions o;
-  o.require_signature = true;
-  o.trusted = &release.trusted;
-  auto rep = r.Download("llama/1", (srv.root / "out1").string(), o);
+  // Readers trusting the release key, another key, or none (r).
+  RemoteClient r_release = srv.Client("reader", false, Trust(release));
+  RemoteClient r_other = srv.Client("reader", false, Trust(other));
+  ExportOptions required;
+  required.require_signature = true;
+  const ExportOptions plain;
+  auto rep = r_release.Download("llama/1", (srv.root / "out1").string(), required);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_TRUE(rep->signed_by_trusted);
   EXPECT_EQ(rep->verified_keyids, std::vector<std::string>{*kid});
@@ -277,45 +305,38 @@ TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys)
   EXPECT_TRUE(who.ok()) << who.status().ToString();
 
   // Wrong key: refused with or without --require-signature.
-  o.trusted = &other.trusted;
-  auto wrong = r.Download("llama/1", (srv.root / "out2").string(), o);
+  auto wrong = r_other.Download("llama/1", (srv.root / "out2").string(), required);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(wrong.status().message().find("trusted"), std::string::npos)
       << wrong.status().message();
-  o.require_signature = false;
-  EXPECT_EQ(r.Download("llama/1", (srv.root / "out2").string(), o).status().code(),
+  EXPECT_EQ(r_other.Download("llama/1", (srv.root / "out2").string(), plain).status().code(),
             StatusCode::kPermissionDenied);
   EXPECT_FALSE(fs::exists(srv.root / "out2"));
 
   // Unsigned version under a required signature: refused, naming why.
-  o.trusted = &release.trusted;
-  o.require_signature = true;
-  auto unsigned_v = r.Download("llama/2", (srv.root / "out3").string(), o);
+  auto unsigned_v = r_release.Download("llama/2", (srv.root / "out3").string(), required);
   ASSERT_FALSE(unsigned_v.ok());
   EXPECT_EQ(unsigned_v.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(unsigned_v.status().message().find("not signed"), std::string::npos)
       << unsigned_v.status().message();
   // Required but no local key: refused (the server's keys are not trusted).
-  RemoteDownloadOptions nokeys;
-  nokeys.require_signature = true;
-  auto nk = r.Download("llama/1", (srv.root / "out3").string(), nokeys);
+  auto nk = r.Download("llama/1", (srv.root / "out3").string(), required);
   EXPECT_EQ(nk.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(nk.status().message().find("--pubkey"), std::string::npos) << nk.status().message();
   // The server's policy makes the client stricter.
-  o.require_signature = false;
-  EXPECT_TRUE(r.Download("llama/2", (srv.root / "out4").string(), o).ok());
+  EXPECT_TRUE(r_release.Download("llama/2", (srv.root / "out4").string(), plain).ok());
   ASSERT_TRUE(a.CallGantry("POST", "policy", Json{{"require_signatures", true}}).ok());
   auto pol = r.CallGantry("GET", "policy");
   ASSERT_TRUE(pol.ok());
   EXPECT_EQ((*pol)["require_signatures"], true);
-  auto by_policy = r.Download("llama/2", (srv.root / "out5").string(), o);
+  auto by_policy = r_release.Download("llama/2", (srv.root / "out5").string(), plain);
   ASSERT_FALSE(by_policy.ok());
   EXPECT_NE(by_policy.status().message().find("registry requires signatures"), std::string::npos)
       << by_policy.status().message();
 
   // verify --server: checks everything, writes nothing.
-  auto ver = r.Download("llama/1", "", o);
+  auto ver = r_release.Verify("llama/1", false);
   ASSERT_TRUE(ver.ok()) << ver.status().ToString();
   EXPECT_TRUE(ver->signed_by_trusted);
 
@@ -345,7 +366,7 @@ TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys)
                   .Put(BlobKey(tok_sha),
                        std::span<const std::byte>(reinterpret_cast<const std::byte*>("HELLO"), 5))
                   .ok());
-  auto bad = r.Download("llama/1", (srv.root / "out6").string(), o);
+  auto bad = r_release.Download("llama/1", (srv.root / "out6").string(), plain);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(bad.status().message().find("file sub/tok.txt of llama/1 was modified"),
@@ -356,7 +377,7 @@ TEST(RegistryHttpIntegration, RemoteDownloadVerifiesSignaturesAgainstClientKeys)
 
 TEST(RegistryHttpIntegration, CompromisedServerAnswersAreRefused) {
   Served srv;
-  RemoteRegistry w = srv.Client("writer");
+  RemoteClient w = srv.Client("writer");
   RegisterRequest req;
   req.name = "bert";
   req.path = MakeModel(srv.root / "m1", "1");
@@ -365,11 +386,10 @@ TEST(RegistryHttpIntegration, CompromisedServerAnswersAreRefused) {
   ASSERT_TRUE(w.Register(req).ok());
   KeyPair release = NewKey(security::KeyAlgorithm::kEd25519);
   ASSERT_TRUE(w.Sign("bert/1", release.signer).ok());
-  RemoteRegistry evil = srv.Client("reader", /*evil=*/true);
-  RemoteDownloadOptions o;
+  RemoteClient evil = srv.Client("reader", /*evil=*/true, Trust(release));
+  ExportOptions o;
   o.require_signature = true;
-  o.trusted = &release.trusted;
-  ASSERT_TRUE(evil.Download("bert/1", "", o).ok());  // no tampering yet
+  ASSERT_TRUE(evil.Verify("bert/1", true).ok());  // no tampering yet
 
   auto rewrite = [&](const std::string& endpoint, std::function<void(Json&)> edit) {
     srv.tamper = [endpoint, edit](const http::ServerRequest& hreq, http::ServerResponse* resp) {
@@ -387,7 +407,7 @@ TEST(RegistryHttpIntegration, CompromisedServerAnswersAreRefused) {
     j["signatures"] =
         Json::array({{{"keyid", sig1->begin()->first}, {"bundle", sig1->begin()->second}}});
   });
-  auto swapped = evil.Download("bert/2", "", o);
+  auto swapped = evil.Verify("bert/2", true);
   ASSERT_FALSE(swapped.ok());
   EXPECT_EQ(swapped.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(swapped.status().message().find("weights.bin"), std::string::npos)
@@ -426,7 +446,7 @@ TEST(RegistryHttpIntegration, CompromisedServerAnswersAreRefused) {
 
 TEST(RegistryHttpIntegration, RemoteDeleteSearchTrustAndPolicy) {
   Served srv;
-  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
+  RemoteClient w = srv.Client("writer"), r = srv.Client("reader"), a = srv.Client("admin");
   RegisterRequest req;
   req.name = "gpt";
   req.path = MakeModel(srv.root / "m1", "1");
@@ -475,10 +495,10 @@ TEST(RegistryHttpIntegration, RemoteDeleteSearchTrustAndPolicy) {
   }
   EXPECT_EQ(a.Call("DELETE", "model-versions/delete?name=gpt&version=3").status().code(),
             StatusCode::kNotFound);
-  EXPECT_TRUE(r.Download("gpt/2", "", RemoteDownloadOptions{}).ok());
+  EXPECT_TRUE(r.Verify("gpt/2", false).ok());
   auto v4 = w.Register(req);
   ASSERT_TRUE(v4.ok());
-  EXPECT_EQ((*v4)["version"], "4");  // 3 is never reused
+  EXPECT_EQ(v4->version, 4);  // 3 is never reused
   auto dm = a.Call("DELETE", "registered-models/delete", Json{{"name", "gpt"}});
   ASSERT_TRUE(dm.ok()) << dm.status().ToString();
   EXPECT_EQ((*dm)["deleted"]["versions"], Json::array({"1", "2", "4"}));
@@ -500,7 +520,7 @@ TEST(RegistryHttpIntegration, RemoteDeleteSearchTrustAndPolicy) {
 // the body is read, credentials are checked first, and no spool file stays.
 TEST(RegistryHttpIntegration, BlobUploadsAreStreamedAndBounded) {
   Served srv(/*max_body=*/64 << 10, /*max_blob=*/4 << 20);
-  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  RemoteClient w = srv.Client("writer"), r = srv.Client("reader");
   fs::create_directories(srv.root / "m");
   std::string big(3 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 11);
@@ -511,7 +531,7 @@ TEST(RegistryHttpIntegration, BlobUploadsAreStreamedAndBounded) {
   auto v = w.Register(req);  // 3 MiB through a 64 KiB buffered-body limit
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   ASSERT_TRUE(srv.reg->Verify("big/1").ok());
-  auto rep = r.Download("big/1", (srv.root / "out").string(), false);
+  auto rep = r.Download("big/1", (srv.root / "out").string(), {});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(Slurp(srv.root / "out/weights.bin"), big);
 
@@ -588,7 +608,7 @@ std::vector<std::string> Named(const fs::path& dir, const std::string& prefix) {
 TEST(RegistryHttpIntegration, LargeFileRoundTripIsStreamedAndByteIdentical) {
   // The server buffers at most 64 KiB of any body; the file is 24 MiB + odd bytes.
   Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
-  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  RemoteClient w = srv.Client("writer"), r = srv.Client("reader");
   fs::create_directories(srv.root / "m/shards");
   const std::string big = Pattern((24 << 20) + 4097, 7);
   { std::ofstream(srv.root / "m/shards/model-00001.safetensors", std::ios::binary) << big; }
@@ -598,13 +618,13 @@ TEST(RegistryHttpIntegration, LargeFileRoundTripIsStreamedAndByteIdentical) {
   req.path = (srv.root / "m").string();
   auto v = w.Register(req);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ((*v)["total_bytes"].get<uint64_t>(), big.size() + 16);
+  EXPECT_EQ(v->total_bytes, big.size() + 16);
   ASSERT_TRUE(srv.reg->Verify("big-llm/1").ok());
   auto stored = srv.reg->artifacts().Get(BlobKey(security::Sha256Hex(big)));
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_TRUE(*stored == big) << "the server stored different bytes";
 
-  auto rep = r.Download("big-llm/1", (srv.root / "out").string(), false);
+  auto rep = r.Download("big-llm/1", (srv.root / "out").string(), {});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(rep->files, 2u);
   EXPECT_EQ(rep->bytes, big.size() + 16);
@@ -616,14 +636,14 @@ TEST(RegistryHttpIntegration, LargeFileRoundTripIsStreamedAndByteIdentical) {
   EXPECT_TRUE(Named(srv.root / "out", ".part-").empty());
   EXPECT_TRUE(Named(srv.root, ".out.tmp-").empty());
   // verify --server (no destination) streams and hashes without writing.
-  auto checked = r.Download("big-llm/1", "", false);
+  auto checked = r.Verify("big-llm/1", false);
   ASSERT_TRUE(checked.ok()) << checked.status().ToString();
   EXPECT_EQ(checked->bytes, big.size() + 16);
 }
 
 TEST(RegistryHttpIntegration, TamperedDownloadLeavesNothingUnderTheFinalName) {
   Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
-  RemoteRegistry w = srv.Client("writer");
+  RemoteClient w = srv.Client("writer");
   fs::create_directories(srv.root / "m");
   const std::string big = Pattern(6 << 20, 11);
   { std::ofstream(srv.root / "m/weights.bin", std::ios::binary) << big; }
@@ -632,14 +652,14 @@ TEST(RegistryHttpIntegration, TamperedDownloadLeavesNothingUnderTheFinalName) {
   req.name = "llm";
   req.path = (srv.root / "m").string();
   ASSERT_TRUE(w.Register(req).ok());
-  RemoteRegistry evil = srv.Client("reader", /*evil=*/true);
-  ASSERT_TRUE(evil.Download("llm/1", "", false).ok());  // no tampering yet
+  RemoteClient evil = srv.Client("reader", /*evil=*/true);
+  ASSERT_TRUE(evil.Verify("llm/1", false).ok());  // no tampering yet
 
   // An existing destination that an overwrite would replace: it must survive
   // a failed download untouched.
   fs::create_directories(srv.root / "prod");
   std::ofstream(srv.root / "prod/weights.bin") << "the old, good model";
-  RemoteDownloadOptions overwrite;
+  ExportOptions overwrite;
   overwrite.overwrite = true;
   auto expect_nothing_written = [&](const std::string& what) {
     EXPECT_FALSE(fs::exists(srv.root / "fresh")) << what;
@@ -697,7 +717,7 @@ TEST(RegistryHttpIntegration, TamperedDownloadLeavesNothingUnderTheFinalName) {
 
 TEST(RegistryHttpIntegration, RegisterFromCheckpointThroughTheServer) {
   Served srv(/*max_body=*/64 << 10, /*max_blob=*/64 << 20);
-  RemoteRegistry w = srv.Client("writer"), r = srv.Client("reader");
+  RemoteClient w = srv.Client("writer"), r = srv.Client("reader");
   ckpt::Options o;
   o.root = (srv.root / "ckpt").string();
   o.run = "run-17";
@@ -723,7 +743,7 @@ TEST(RegistryHttpIntegration, RegisterFromCheckpointThroughTheServer) {
   CheckpointSource src{o.root, "run-17", std::nullopt};
   auto v = w.RegisterCheckpoint(req, src);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ((*v)["version"], "1");
+  EXPECT_EQ(v->version, 1);
   // Lineage as the local --from-ckpt fills it in, recorded by the server.
   auto got = srv.reg->Resolve("llama-ft/1");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -737,7 +757,7 @@ TEST(RegistryHttpIntegration, RegisterFromCheckpointThroughTheServer) {
 
   // Every file of the step comes back byte-identical.
   fs::path step = got->lineage.source.substr(5);
-  auto rep = r.Download("llama-ft/1", (srv.root / "out").string(), false);
+  auto rep = r.Download("llama-ft/1", (srv.root / "out").string(), {});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   size_t compared = 0;
   for (const auto& e : fs::recursive_directory_iterator(step)) {
@@ -758,6 +778,184 @@ TEST(RegistryHttpIntegration, RegisterFromCheckpointThroughTheServer) {
   auto missing = w.RegisterCheckpoint(req, src);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
   EXPECT_FALSE(srv.reg->Resolve("llama-ft/3").ok());
+}
+
+// An artifact store whose PutFile of one key waits at a gate until the test
+// opens it: a handler stuck in a slow store (a large upload to a remote
+// object store) for as long as the test likes.
+class GatedStore final : public storage::ObjectStore {
+ public:
+  GatedStore(std::unique_ptr<storage::ObjectStore> inner, std::string key)
+      : inner_(std::move(inner)), key_(std::move(key)) {}
+  // Waits up to 10 s for a PutFile of the key to arrive at the gate.
+  bool WaitUntilHeld() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return held_; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+  std::string url() const override { return inner_->url(); }
+  Status Put(std::string_view key, std::span<const std::byte> data,
+             const storage::PutOptions& o) override {
+    return inner_->Put(key, data, o);
+  }
+  Status PutFile(std::string_view key, const std::string& path,
+                 const storage::PutOptions& o) override {
+    if (key == key_) {
+      std::unique_lock lock(mu_);
+      held_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(10), [&] { return open_; });
+    }
+    return inner_->PutFile(key, path, o);
+  }
+  Status PutStream(std::string_view key, const storage::ReadFn& read,
+                   const storage::PutOptions& o) override {
+    return inner_->PutStream(key, read, o);
+  }
+  Result<std::string> Get(std::string_view key) override { return inner_->Get(key); }
+  Status GetRange(std::string_view key, uint64_t offset, std::span<std::byte> out) override {
+    return inner_->GetRange(key, offset, out);
+  }
+  Status GetFile(std::string_view key, const std::string& path) override {
+    return inner_->GetFile(key, path);
+  }
+  Result<storage::ObjectInfo> Stat(std::string_view key) override { return inner_->Stat(key); }
+  Result<storage::ListPage> List(std::string_view prefix, std::string_view next,
+                                 int max_results) override {
+    return inner_->List(prefix, next, max_results);
+  }
+  Status Delete(std::string_view key) override { return inner_->Delete(key); }
+
+ private:
+  std::unique_ptr<storage::ObjectStore> inner_;
+  std::string key_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool open_ = false;
+};
+
+// Sends `bytes` on a connected socket.
+void SendAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// One client uploads a blob slowly (half the body, a pause, the rest) into a
+// store that then holds the upload's handler; meanwhile another client's 20
+// requests are all answered. Handlers run on the server's pool, so neither
+// the slow body nor the stuck store delays anyone else.
+TEST(RegistryHttpIntegration, SlowUploadDoesNotDelayOtherClients) {
+  char t[] = "/tmp/gantry-registry-slow-XXXXXX";
+  ASSERT_NE(::mkdtemp(t), nullptr);
+  fs::path root = t;
+  MakeModel(root / "m", "1");
+  const std::string payload = Pattern(1 << 20, 3);
+  const std::string sha = security::Sha256Hex(payload);
+  auto meta = OpenSqliteMetadataStore((root / "r.sqlite").string());
+  auto file_store = storage::OpenObjectStore("file://" + (root / "art").string());
+  ASSERT_TRUE(meta.ok() && file_store.ok());
+  auto gated = std::make_unique<GatedStore>(*std::move(file_store), BlobKey(sha));
+  GatedStore* gate = gated.get();
+  Registry reg(*std::move(meta), std::move(gated));
+  RegisterRequest req;
+  req.name = "bert";
+  req.path = (root / "m").string();
+  ASSERT_TRUE(reg.Register(req).ok());
+  auto ks = security::KeyStore::Open((root / "keys.sqlite").string());
+  ASSERT_TRUE(ks.ok());
+  auto writer = (*ks)->Create("w", "writer", 0, 1);
+  auto reader = (*ks)->Create("r", "reader", 0, 1);
+  ASSERT_TRUE(writer.ok() && reader.ok());
+  HttpApiOptions api;
+  api.key_store = ks->get();
+  api.keys = *(*ks)->Snapshot();
+  api.spool_dir = (root / "spool").string();
+  http::Server server;
+  AddHttpRoutes(reg, api, server);
+  http::ServerOptions so;
+  so.max_body_bytes = 64 << 10;
+  so.handler_threads = 4;
+  ASSERT_TRUE(server.Start(so).ok());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool half_sent = false, send_rest = false;
+  std::atomic<bool> upload_answered{false};
+  std::string upload_status;
+  std::thread uploader([&] {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(server.port());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      return;
+    }
+    SendAll(fd, "PUT /api/2.0/gantry/blobs/sha256/" + sha +
+                    " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writer->second +
+                    "\r\nContent-Length: " + std::to_string(payload.size()) + "\r\n\r\n");
+    SendAll(fd, std::string_view(payload).substr(0, payload.size() / 2));
+    {
+      std::unique_lock lock(mu);
+      half_sent = true;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(20), [&] { return send_rest; });
+    }
+    SendAll(fd, std::string_view(payload).substr(payload.size() / 2));
+    std::string answer;
+    char buf[4096];
+    ssize_t n;
+    while (answer.find("\r\n") == std::string::npos && (n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+      answer.append(buf, static_cast<size_t>(n));
+    }
+    upload_status = answer.substr(0, answer.find("\r\n"));
+    upload_answered = true;
+    ::close(fd);
+  });
+
+  RemoteClient r({.server = "http://127.0.0.1:" + std::to_string(server.port()),
+                  .credential = reader->second,
+                  .deadline = std::chrono::seconds(10)});
+  int answered = 0;
+  auto ten_reads = [&] {
+    for (int i = 0; i < 10; ++i) {
+      auto v = r.Resolve("bert/1");
+      EXPECT_TRUE(v.ok()) << v.status().ToString();
+      answered += v.ok() ? 1 : 0;
+    }
+  };
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return half_sent; }));
+  }
+  ten_reads();  // while the upload's body is half there
+  {
+    std::lock_guard lock(mu);
+    send_rest = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(gate->WaitUntilHeld());
+  ten_reads();  // while its handler is stuck in the store
+  EXPECT_EQ(answered, 20);
+  EXPECT_FALSE(upload_answered.load());
+  gate->Open();
+  uploader.join();
+  EXPECT_EQ(upload_status, "HTTP/1.1 201 Created");
+  auto stored = reg.artifacts().Get(BlobKey(sha));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_TRUE(*stored == payload);
+  server.Stop();
+  fs::remove_all(root);
 }
 
 }  // namespace

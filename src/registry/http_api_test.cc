@@ -1,7 +1,6 @@
 // Handler-level tests of the registry HTTP API (no sockets): reads, writes,
 // the reader/writer/admin matrix, 401/403 shapes, bad JSON, size limits.
 #include "gantry/registry/http_api.h"
-#include "response_body.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <fstream>
 
 #include "gantry/security/crypto.h"
+#include "response_body.h"
 
 namespace gantry::registry {
 namespace {
@@ -319,8 +319,7 @@ TEST_F(HttpApiTest, SignatureReadsAndAdminOnlyDeletes) {
   r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"0"})",
            ak);
   EXPECT_EQ(r.status, 400) << r.body;
-  r = Call("POST", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
-           ak);
+  r = Call("POST", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})", ak);
   EXPECT_EQ(r.status, 405) << r.body;
   r = Call("DELETE", "/api/2.0/mlflow/model-versions/delete", R"({"name":"bert","version":"2"})",
            ak);
@@ -340,6 +339,30 @@ TEST_F(HttpApiTest, SignatureReadsAndAdminOnlyDeletes) {
   EXPECT_NE(log.find("\"action\":\"delete_model\""), std::string::npos);
   EXPECT_NE(log.find("api_key:" + key_ids_["admin"]), std::string::npos);
   audit_.reset();
+}
+
+// The route table decides 404 and 405, after authentication (an anonymous
+// client learns nothing about which paths exist).
+TEST_F(HttpApiTest, UnknownEndpointsAre404AndOtherMethods405) {
+  std::string k = keys_["reader"];
+  auto r = Call("GET", "/api/2.0/mlflow/registered-models/nope", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(J(r)["error_code"], "RESOURCE_DOES_NOT_EXIST");
+  r = Call("GET", "/api/2.0/mlflow/registered-models/nope", "");
+  EXPECT_EQ(r.status, 401);
+  r = Call("PUT", "/api/2.0/gantry/trusted-keys", "", k);
+  EXPECT_EQ(r.status, 405) << r.body;
+  EXPECT_EQ(J(r)["error_code"], "METHOD_NOT_ALLOWED");
+  bool allow = false;
+  for (const auto& [h, v] : r.headers) allow |= h == "Allow" && v == "GET, POST, DELETE";
+  EXPECT_TRUE(allow);
+  r = Call("GET", "/api/2.0/gantry/blobs/sha256/not-a-digest", "", k);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(J(r)["message"].get<std::string>().find("64 lowercase hex"), std::string::npos);
+  r = Call("GET", "/api/2.0/gantry/blobs/sha256/a/b", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = Call("GET", "/elsewhere", "", k);
+  EXPECT_EQ(r.status, 404) << r.body;
 }
 
 }  // namespace

@@ -62,50 +62,6 @@ Result<std::string> HashObject(storage::ObjectStore& store, const std::string& k
 std::string BlobKey(std::string_view hex) { return ShardedKey("blobs", hex); }
 std::string ManifestKey(std::string_view hex) { return ShardedKey("manifests", hex); }
 
-Json ToJson(const ModelVersion& v) {
-  Json files = Json::array();
-  for (const auto& f : v.files)
-    files.push_back({{"path", f.path}, {"sha256", f.sha256}, {"size", f.size}});
-  Json tags = Json::object();
-  for (const auto& [k, val] : v.tags) tags[k] = val;
-  return Json{{"name", v.model},
-              {"version", std::to_string(v.version)},
-              {"description", v.description},
-              {"creation_timestamp", v.created_unix * 1000},
-              {"status", "READY"},
-              {"source", "models:/" + v.model + "/" + std::to_string(v.version)},
-              {"run_id", v.lineage.run_id},
-              {"manifest_sha256", v.manifest_sha256},
-              {"subject_sha256", v.subject_sha256},
-              {"total_bytes", v.total_bytes},
-              {"lineage",
-               {{"source", v.lineage.source},
-                {"run_id", v.lineage.run_id},
-                {"code_commit", v.lineage.code_commit},
-                {"dataset_digests", v.lineage.dataset_digests},
-                {"parent", v.lineage.parent},
-                {"metrics", v.lineage.metrics}}},
-              {"tags", tags},
-              {"aliases", v.aliases},
-              {"signatures", v.signer_keyids},
-              {"files", files}};
-}
-
-Json ToJson(const RegisteredModel& m) {
-  Json tags = Json::object();
-  for (const auto& [k, val] : m.tags) tags[k] = val;
-  Json aliases = Json::array();
-  for (const auto& [a, v] : m.aliases)
-    aliases.push_back({{"alias", a}, {"version", std::to_string(v)}});
-  return Json{{"name", m.name},
-              {"description", m.description},
-              {"creation_timestamp", m.created_unix * 1000},
-              {"last_updated_timestamp", m.updated_unix * 1000},
-              {"latest_version", m.latest_version == 0 ? "" : std::to_string(m.latest_version)},
-              {"tags", tags},
-              {"aliases", aliases}};
-}
-
 bool IsPostgresUri(std::string_view db) {
   return db.rfind("postgresql://", 0) == 0 || db.rfind("postgres://", 0) == 0;
 }
@@ -115,11 +71,70 @@ Result<std::unique_ptr<MetadataStore>> OpenMetadataStore(const std::string& db) 
   return OpenSqliteMetadataStore(db);
 }
 
+Result<std::unique_ptr<Registry>> OpenRegistry(const OpenOptions& o) {
+  if (o.db.empty()) {
+    return InvalidArgument(
+        "no registry database: pass --db PATH.sqlite or --db postgresql://user@host/dbname, or set "
+        "GANTRY_REGISTRY_DB");
+  }
+  ASSIGN_OR_RETURN(auto meta, OpenMetadataStore(o.db));
+  std::string url = o.artifacts;
+  ASSIGN_OR_RETURN(std::string saved, meta->GetSetting("artifacts_url"));
+  ASSIGN_OR_RETURN(std::string saved_container, meta->GetSetting("artifacts_container"));
+  if (url.empty()) {
+    url = saved;
+  } else if (saved.empty() && !url.starts_with("DefaultEndpointsProtocol") &&
+             url.find("AccountKey=") == std::string::npos) {
+    // Never store a connection string (it holds a secret).
+    RETURN_IF_ERROR(meta->SetSetting("artifacts_url", url));
+    if (!o.container.empty()) RETURN_IF_ERROR(meta->SetSetting("artifacts_container", o.container));
+  }
+  if (url.empty()) {
+    return InvalidArgument(
+        "no artifact store: pass --artifacts URL (file:///dir or "
+        "az://account/container) the first time");
+  }
+  storage::StoreOptions so;
+  so.container = o.container.empty() ? saved_container : o.container;
+  so.prefix = o.prefix;
+  ASSIGN_OR_RETURN(auto store, storage::OpenObjectStore(url, so));
+  auto reg = std::make_unique<Registry>(std::move(meta), std::move(store));
+  if (!o.audit_log.empty()) {
+    security::AuditOptions ao;
+    ao.path = o.audit_log;
+    ASSIGN_OR_RETURN(std::unique_ptr<security::AuditLog> log, security::AuditLog::Open(ao));
+    reg->SetAudit(std::move(log), o.actor);
+  }
+  return reg;
+}
+
 Registry::Registry(std::unique_ptr<MetadataStore> meta,
                    std::unique_ptr<storage::ObjectStore> artifacts, const Clock* clock)
     : meta_(std::move(meta)),
       artifacts_(std::move(artifacts)),
       clock_(clock ? clock : &SystemClock()) {}
+
+Registry::Registry(std::shared_ptr<MetadataStore> meta,
+                   std::shared_ptr<storage::ObjectStore> artifacts, const Clock* clock,
+                   std::shared_ptr<security::AuditLog> owned_audit, security::AuditLog* audit,
+                   std::string actor)
+    : meta_(std::move(meta)),
+      artifacts_(std::move(artifacts)),
+      clock_(clock),
+      owned_audit_(std::move(owned_audit)),
+      audit_(audit),
+      actor_(std::move(actor)) {}
+
+void Registry::SetAudit(std::unique_ptr<security::AuditLog> log, std::string actor) {
+  owned_audit_ = std::move(log);
+  audit_ = owned_audit_.get();
+  actor_ = std::move(actor);
+}
+
+Registry Registry::ForCaller(security::AuditLog* log, std::string actor) const {
+  // The owned log travels along so that the handle stays valid on its own.
+  return Registry(meta_, artifacts_, clock_, owned_audit_, log, std::move(actor));
+}
 
 int64_t Registry::Now() const {
   return std::chrono::duration_cast<std::chrono::seconds>(clock_->WallNow().time_since_epoch())

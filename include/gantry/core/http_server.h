@@ -1,11 +1,18 @@
-// A small HTTP/1.1 server for the agent's /metrics, API and dashboard (and
-// later the registry): one event-loop thread (poll), keep-alive, bodies with
+// A small HTTP/1.1 server for the agent's /metrics, API and dashboard and the
+// registry's API: one event-loop thread (poll), keep-alive, bodies with
 // Content-Length only (chunked requests get 411), header/body size limits and
 // idle/read timeouts, so a slow or malformed client gets a 4xx/408 and never
 // stalls another. Bodies are buffered whole (max_body_bytes) unless the route
 // was added with HandleStreaming, whose opener may take them as they arrive
-// (large uploads). Handlers run on the loop thread and must be quick (a scrape,
-// a JSON page); anything slow belongs on the caller's own thread.
+// (large uploads).
+//
+// Threads: by default handlers run on the loop thread and must be quick (a
+// scrape, a JSON page). With ServerOptions::handler_threads > 0 they run on a
+// pool of that many threads instead, so a handler may block (SQL, copying a
+// blob) without delaying other connections; handlers must then be safe to run
+// concurrently. Either way the requests of one connection are handled one at
+// a time, in order. Openers and BodySink::Write always run on the loop thread
+// and must stay quick (check credentials, append to a local file).
 //
 //   http::Server server;
 //   server.Handle("/metrics", [&](const http::ServerRequest& req, http::ServerResponse* resp) {
@@ -31,7 +38,9 @@
 namespace gantry::http {
 
 // Receives a request body as it arrives (Server::HandleStreaming), so a large
-// upload never sits in memory whole. Called on the loop thread, in order.
+// upload never sits in memory whole. Called on the loop thread, in order. The
+// handler that then gets it (ServerRequest::body_sink) may run on a pool
+// thread; the sink is released on that thread.
 class BodySink {
  public:
   virtual ~BodySink() = default;
@@ -95,6 +104,10 @@ struct ServerOptions {
   int max_connections = 256;
   std::chrono::milliseconds read_timeout{10000};  // a request must arrive whole within this
   std::chrono::milliseconds idle_timeout{60000};  // keep-alive connections without a request
+  // 0: handlers run on the loop thread. N (1..1024): on N pool threads; a
+  // connection whose handler runs is not read from and no timeout applies to
+  // it until the handler returns.
+  int handler_threads = 0;
 };
 
 class Server {
@@ -117,7 +130,9 @@ class Server {
   // Binds and starts the loop thread. InvalidArgument for a bad `listen`,
   // Unavailable naming the address when it cannot bind.
   Status Start(const ServerOptions& options);
-  // Closes the listener and every connection, joins the thread. Idempotent.
+  // Closes the listener and every connection, joins the thread. Handlers
+  // still running on the pool are waited for (their responses dropped, a
+  // temporary body_file removed); queued requests are not started. Idempotent.
   void Stop();
 
   uint16_t port() const;  // the bound port (after Start)

@@ -1,5 +1,6 @@
 // HTTP API of the registry, shaped after MLflow's model-registry REST
-// endpoints, plus content-addressed blob transfer, and a client for it.
+// endpoints, plus content-addressed blob transfer (the server side; the
+// client is RemoteClient in remote_client.h).
 //
 // Reads (role reader), prefix /api/2.0/mlflow/:
 //   GET registered-models/get?name=N              {"registered_model": {...}}
@@ -46,21 +47,29 @@
 // Roles nest: reader < writer < admin. No/invalid credential: 401 with
 // "WWW-Authenticate: Bearer realm=\"gantry-registry\""; a role without the
 // permission: 403 {"error_code":"PERMISSION_DENIED","required_role":R,...}.
-// Errors are MLflow-shaped {"error_code","message"}: 400 INVALID_PARAMETER_VALUE
-// (naming the field), 404 RESOURCE_DOES_NOT_EXIST, 409 RESOURCE_ALREADY_EXISTS /
-// CONFLICT, 412, 413 REQUEST_TOO_LARGE. Every change is appended to the audit
-// log with the caller's identity ("api_key:<id>" or "jwt:<subject>"); secrets
-// are never logged or echoed.
+// Errors are MLflow-shaped {"error_code","message"} with the HTTP status of
+// core's Status/HTTP map (http_status.h): 400 INVALID_PARAMETER_VALUE (naming
+// the field), 404 RESOURCE_DOES_NOT_EXIST, 409 RESOURCE_ALREADY_EXISTS /
+// CONFLICT, 500 DATA_LOSS, ...; and from the API itself 405
+// METHOD_NOT_ALLOWED, 412 BLOB_MISSING, 413 REQUEST_TOO_LARGE. Every change
+// is appended to the audit log with the caller's identity ("api_key:<id>" or
+// "jwt:<subject>"); secrets are never logged or echoed.
 //
-// Threading: handlers run on the http::Server loop thread, one at a time, so
-// the per-request audit actor set on the Registry cannot interleave.
+// Every route is one row of a table (src/registry/http_routes.cc) giving its
+// method, path, the action it needs (registry:read|write|admin for the roles
+// above) and its handler; an unknown path under the API is 404 and a known
+// path with another method 405 (with Allow), after authentication.
+//
+// Threading: the handlers are safe to run concurrently; serve them with
+// http::ServerOptions::handler_threads > 0 so that SQL and blob copies stay
+// off the server's loop thread (RegistryService does). Each request's
+// changes are audited through its own Registry::ForCaller handle.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
+#include <vector>
 
 #include "gantry/core/clock.h"
 #include "gantry/core/http_server.h"
@@ -116,98 +125,5 @@ void HandleHttpRequest(Registry& reg, const HttpApiOptions& options, const http:
 // HttpApiOptions::max_blob_bytes); the server's max_body_bytes bounds the
 // other (buffered) bodies.
 void AddHttpRoutes(Registry& reg, HttpApiOptions options, http::Server& server);
-
-// ---- client (plain http only; no TLS) ----
-struct RemoteOptions {
-  std::string server;      // "http://127.0.0.1:5000"
-  std::string credential;  // API key or JWT, sent as "Authorization: Bearer"
-  // One hard deadline per request. A blob upload or download gets this plus
-  // one second per 10 MB of the file (the slowest link it tolerates is
-  // 10 MB/s): 60 s + 20 s for a 200 MB file with the default.
-  std::chrono::milliseconds deadline{60000};
-};
-
-// The deadline of one blob transfer of `bytes` (see RemoteOptions::deadline).
-std::chrono::milliseconds BlobTransferDeadline(std::chrono::milliseconds base, uint64_t bytes);
-
-// Verify-before-use on the client: the server is not trusted for integrity.
-struct RemoteDownloadOptions {
-  bool overwrite = false;  // replace an existing destination
-  // Refuse unless a signature by one of `trusted` covers the manifest. Also
-  // turned on when the server's policy requires signatures (a server can
-  // only make the client stricter, never looser).
-  bool require_signature = false;
-  bool write_signature = true;  // write the verified bundle as model.sig into the destination
-  // The client's own trust anchors (from local public key files). The
-  // server's trusted-key list is never used for this. May be null (none).
-  const std::vector<security::DsseVerifier>* trusted = nullptr;
-};
-
-class RemoteRegistry {
- public:
-  explicit RemoteRegistry(RemoteOptions options) : o_(std::move(options)) {}
-
-  // An MLflow endpoint ("registered-models/search?max_results=100"); the
-  // decoded JSON answer, or the server's error as a Status (PermissionDenied
-  // for 401/403, NotFound, InvalidArgument, FailedPrecondition for 409/412).
-  Result<Json> Call(std::string_view method, std::string_view endpoint, const Json& body = {});
-  // The same for a Gantry endpoint under /api/2.0/gantry/ ("policy",
-  // "trusted-keys", "signatures?name=N&version=V").
-  Result<Json> CallGantry(std::string_view method, std::string_view endpoint,
-                          const Json& body = {});
-  // The model_version object for "name/3", "name@alias", "name" (latest) or
-  // the models:/ spellings.
-  Result<Json> GetVersion(std::string_view ref);
-
-  // Hashes `path` (as the local register does), uploads every file, then
-  // creates the version from the manifest. Each file is streamed from disk
-  // (memory stays bounded by one piece, not by the file); the server stores
-  // a blob once (an upload of a blob it has is not rewritten) and hashes
-  // every upload itself, so a file changed after hashing is refused
-  // (FailedPrecondition "... changed while it was being registered").
-  Result<Json> Register(const RegisterRequest& req);
-  // `register --from-ckpt` through the server: reads the checkpoint step
-  // locally with ReadCheckpointStep (verified, lineage filled in) and
-  // registers its directory with Register.
-  Result<Json> RegisterCheckpoint(RegisterRequest req, const CheckpointSource& src);
-  // Resolves `ref` ("name/3", "name@alias", "name"), downloads the manifest
-  // and streams every blob into a temporary sibling directory of `dest`
-  // (each to a temporary file, hashed as it arrives, at most its listed size
-  // accepted, renamed only once its digest and size match), then renames the
-  // directory into place. Memory stays bounded by one piece, not by a file.
-  // Checks, in order: the manifest hashes to the recorded digest and
-  // lists exactly the server's files (DataLoss "missing file X" / "extra file
-  // X" otherwise); the version's DSSE signatures against options.trusted
-  // (PermissionDenied for an unsigned version when signatures are required,
-  // a signature by an untrusted key, a signature that does not verify or
-  // covers another manifest); every downloaded byte against the manifest
-  // digests and sizes (DataLoss naming the file; nothing is written). An
-  // empty `dest` verifies without writing anything (`verify --server`).
-  Result<VerifyReport> Download(std::string_view ref, const std::string& dest,
-                                const RemoteDownloadOptions& options);
-  Result<VerifyReport> Download(std::string_view ref, const std::string& dest, bool overwrite) {
-    RemoteDownloadOptions o;
-    o.overwrite = overwrite;
-    return Download(ref, dest, o);
-  }
-  // Signs on the client (the private key never leaves it): fetches the
-  // version's manifest, checks it hashes to the recorded digest and matches
-  // the server's file list, signs it in a DSSE envelope and uploads the
-  // bundle (the server checks it covers exactly its stored manifest).
-  // Returns the key id.
-  Result<std::string> Sign(std::string_view ref, const security::DsseSigner& signer);
-
- private:
-  Result<Json> CallPath(std::string_view method, const std::string& path, const Json& body);
-  // A small GET (a manifest), bounded by kMaxManifestBytes.
-  Result<std::string> GetRaw(const std::string& path);
-  // Uploads one file (streamed) under its digest.
-  Status PutBlob(const std::string& local, const FileEntry& f);
-  // Streams one blob into `fd` (owned and closed; -1: only hash it), named
-  // `out` in messages, checking its digest and `size`.
-  Status FetchBlob(const FileEntry& f, uint64_t size, int fd, const std::string& out,
-                   const std::string& label);
-  RemoteOptions o_;
-};
 
 }  // namespace gantry::registry

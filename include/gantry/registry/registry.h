@@ -172,19 +172,22 @@ struct TrustedKey {
   std::string comment;
 };
 
+// Lineage and tag filters; every set field must match.
 struct SearchQuery {
-  std::string name_like;  // substring of the model name
-  std::string tag_key;    // version or model tag key (with tag_value when set)
-  std::string tag_value;
-  std::string alias;  // versions carrying this alias
-  std::string run_id;
-  std::string dataset_digest;
-  std::string source_like;  // substring of lineage.source
-  std::string code_commit;
-  std::string parent;
-  int limit = 100;
+  std::string name_like{};  // substring of the model name
+  std::string tag_key{};    // version or model tag key (with tag_value when set)
+  std::string tag_value{};
+  std::string alias{};  // versions carrying this alias
+  std::string run_id{};
+  std::string dataset_digest{};
+  std::string source_like{};  // substring of lineage.source
+  std::string code_commit{};
+  std::string parent{};
+  int limit = 100;  // 1..1000; anything else means 100
 };
 
+// The MLflow-shaped JSON of the HTTP API and of `--json` (versions and
+// counters as strings where MLflow has them, times in milliseconds).
 Json ToJson(const ModelVersion& v);
 Json ToJson(const RegisteredModel& m);
 
@@ -273,7 +276,7 @@ struct CheckpointSource {
 };
 
 // Reads a checkpoint step for `register --from-ckpt`, local or through a
-// server (RemoteRegistry::RegisterCheckpoint): the committed step `src.step`
+// server (RemoteClient::RegisterCheckpoint): the committed step `src.step`
 // (verified in full first) or the latest step that verifies. Returns `req`
 // with path = the step directory, lineage.source = "ckpt:<step dir>",
 // lineage.run_id = src.run when empty, lineage.metrics = the step's metadata
@@ -299,6 +302,9 @@ struct VerifyReport {
   bool signed_by_trusted = false;
 };
 
+// {name, version, files, bytes, signed_by_trusted, verified_keyids}
+Json ToJson(const VerifyReport& r);
+
 // Checks signature bundles (keyid -> bundle text, as stored per version)
 // over `manifest_text` (the exact statement bytes) against `trusted`. Each
 // bundle must parse, carry the in-toto payloadType, verify under a trusted
@@ -307,7 +313,7 @@ struct VerifyReport {
 // ("... is not signed and <required_by>" / "... has no valid signature by a
 // trusted key: <reasons>"); without it an invalid signature is still refused
 // when trusted keys are configured (a bad signature is never ignored).
-// Used by Registry (server-side trust) and RemoteRegistry (client-side trust).
+// Used by Registry (server-side trust) and RemoteClient (client-side trust).
 Result<VerifyReport> CheckSignatureBundles(std::string_view label,
                                            const std::map<std::string, std::string>& bundles,
                                            std::string_view manifest_text,
@@ -324,12 +330,16 @@ struct DeleteReport {
   std::vector<std::string> gc_errors;  // objects that could not be removed (left as orphans)
 };
 
+// {name, versions, aliases_removed, blobs_removed, manifests_removed, gc_errors}
+Json ToJson(const DeleteReport& r);
+
 class Registry {
  public:
-  // Both stores must outlive the registry when passed as raw pointers; the
-  // owning overload takes them.
+  // `clock` (null: the system clock) must outlive the registry.
   Registry(std::unique_ptr<MetadataStore> meta, std::unique_ptr<storage::ObjectStore> artifacts,
            const Clock* clock = nullptr);
+  Registry(Registry&&) = default;
+  Registry& operator=(Registry&&) = default;
 
   MetadataStore& meta() { return *meta_; }
   // Every change (register, alias set/rm, sign, trust, policy, delete) is appended to
@@ -338,9 +348,19 @@ class Registry {
   // (the change itself is already committed). `log` must outlive the
   // registry; null turns auditing off.
   void SetAudit(security::AuditLog* log, std::string actor) {
+    owned_audit_.reset();
     audit_ = log;
     actor_ = std::move(actor);
   }
+  // The same, the registry keeping `log` (and handles made by ForCaller
+  // sharing it).
+  void SetAudit(std::unique_ptr<security::AuditLog> log, std::string actor);
+  security::AuditLog* audit_log() const { return audit_; }
+  // A handle on the same stores and clock whose changes are audited to `log`
+  // (null: not audited) as made by `actor`: a server acting for many callers
+  // at once takes one per request instead of changing this registry's actor.
+  // The handle shares the stores; this registry may go first.
+  Registry ForCaller(security::AuditLog* log, std::string actor) const;
   storage::ObjectStore& artifacts() { return *artifacts_; }
 
   Result<ModelVersion> Register(const RegisterRequest& req);
@@ -393,12 +413,37 @@ class Registry {
                                        bool require);
   void CollectGarbage(const std::vector<ModelVersion>& gone, DeleteReport* rep);
 
-  std::unique_ptr<MetadataStore> meta_;
-  std::unique_ptr<storage::ObjectStore> artifacts_;
+  Registry(std::shared_ptr<MetadataStore> meta, std::shared_ptr<storage::ObjectStore> artifacts,
+           const Clock* clock, std::shared_ptr<security::AuditLog> owned_audit,
+           security::AuditLog* audit, std::string actor);
+
+  std::shared_ptr<MetadataStore> meta_;
+  std::shared_ptr<storage::ObjectStore> artifacts_;
   const Clock* clock_;
+  std::shared_ptr<security::AuditLog> owned_audit_;  // set by the owning SetAudit
   security::AuditLog* audit_ = nullptr;
   std::string actor_;
 };
+
+// Where a registry's stores are: what `--db`, `--artifacts`, `--container`
+// and `--audit-log` name.
+struct OpenOptions {
+  std::string db{};  // a SQLite file path or a postgresql:// URI (required)
+  // The artifact store URL (file:///dir, /dir, az://account/container[/prefix],
+  // or a connection string with `container`). Empty: the URL remembered in
+  // the database. The first URL given is remembered there, unless it is a
+  // connection string (it holds a secret); so is `container`.
+  std::string artifacts{};
+  std::string container{};
+  std::string prefix{};
+  std::string audit_log{};  // append every change to this audit log (empty: none)
+  std::string actor{};      // the actor audit records name (e.g. $USER)
+};
+
+// Opens the metadata store, the artifact store and the audit log.
+// InvalidArgument when `db` is empty or no artifact store is known yet;
+// otherwise the stores' errors.
+Result<std::unique_ptr<Registry>> OpenRegistry(const OpenOptions& options);
 
 // Object keys.
 std::string BlobKey(std::string_view sha256_hex);
