@@ -39,20 +39,7 @@ Status StatusFromHttp(int status, const std::string& body, std::string_view what
                 std::string(what) + ": HTTP " + std::to_string(status) + ": " + msg);
 }
 
-std::string UrlEncode(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += '%';
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    }
-  }
-  return out;
-}
+std::string UrlEncode(std::string_view s) { return http::PercentEncode(s); }
 
 // Writes all of `data` to `fd`.
 Status WriteAll(int fd, std::string_view data, const std::string& path) {
