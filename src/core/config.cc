@@ -632,6 +632,16 @@ bool Config::IsScalar(std::string_view key) const {
   return node.ok() && *node != nullptr && (*node)->kind == Node::Kind::kScalar;
 }
 
+bool Config::IsMap(std::string_view key) const {
+  Result<NodePtr> node = impl_->Find(key);
+  return node.ok() && *node != nullptr && (*node)->kind == Node::Kind::kMap;
+}
+
+bool Config::IsList(std::string_view key) const {
+  Result<NodePtr> node = impl_->Find(key);
+  return node.ok() && *node != nullptr && (*node)->kind == Node::Kind::kList;
+}
+
 std::string Config::Locate(std::string_view key) const {
   return fmt::format("{}: key '{}'", Position(key).ToString(), impl_->Full(key));
 }

@@ -66,6 +66,11 @@ TEST(ConfigSubTest, ReadsRelativeKeysAndNamesFullKeysInErrors) {
   EXPECT_EQ(inner.Locate("n"), "g.yaml:4:8: key 'bench.inner.n'");
   EXPECT_THAT(*bench.Keys(""), ElementsAre("ranks", "inner"));
   EXPECT_TRUE(bench.Has(""));
+  EXPECT_TRUE(bench.IsMap(""));
+  EXPECT_FALSE(bench.IsList(""));
+  EXPECT_TRUE(bench.IsScalar("ranks"));
+  EXPECT_FALSE(bench.IsMap("ranks"));
+  EXPECT_FALSE(bench.IsMap("absent"));
   // A scalar on the way is an error naming the full key.
   EXPECT_EQ(ErrorOf(bench.Sub("ranks.x")),
             "g.yaml:2:10: key 'bench.ranks': expected a map, got 'two'");
@@ -108,6 +113,7 @@ TEST(ConfigSubTest, DidYouMeanThroughAView) {
 
 TEST(ConfigItemsTest, OneViewPerItemWithIndexedKeys) {
   Config c = Load(kGateway, "gw.yaml");
+  EXPECT_TRUE(c.IsList("routes"));
   std::vector<Config> routes = Must(c.Items("routes"));
   ASSERT_EQ(routes.size(), 2u);
   EXPECT_EQ(routes[0].prefix(), "routes.0");

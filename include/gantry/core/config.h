@@ -96,8 +96,10 @@ class Config {
   Result<std::vector<std::string>> GetStringList(std::string_view key) const;
   // Number of items of the list at `key` (0 when absent).
   Result<size_t> ListSize(std::string_view key) const;
-  // True when `key` holds a scalar (string, number, bool).
+  // True when `key` holds a scalar (string, number, bool), a map, a list.
   bool IsScalar(std::string_view key) const;
+  bool IsMap(std::string_view key) const;
+  bool IsList(std::string_view key) const;
   // "file:line:col: key 'k'" for messages about a value that parsed but is
   // wrong in context (an unknown backend name, a duplicate route). The
   // position is the value's, or the key's when the value is null; an absent
