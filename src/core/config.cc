@@ -317,7 +317,6 @@ std::string MergedOrigin(const std::string& base, std::string_view overlay) {
 
 NodePtr MergeNodes(const NodePtr& base, const NodePtr& overlay) {
   if (!overlay) return base;
-  if (overlay->IsNull()) return base ? base : overlay;
   if (!base || base->kind != Node::Kind::kMap || overlay->kind != Node::Kind::kMap) {
     return overlay;
   }
@@ -444,8 +443,11 @@ struct Config::Impl {
   }
 
   // A copy of `node` with `value` at parts[i...]; see Config::With.
+  // `new_mark` is the position of maps made on the way; with `rekey`, also of
+  // the key that gets the value (an override owns its key, With a tree not).
   Result<NodePtr> SetAt(const NodePtr& node, const std::vector<std::string_view>& parts, size_t i,
-                        const NodePtr& value, const Mark& new_mark, std::string_view what) const {
+                        const NodePtr& value, const Mark& new_mark, std::string_view what,
+                        bool rekey) const {
     if (i == parts.size()) return value;
     std::string_view part = parts[i];
     if (node && node->kind == Node::Kind::kList) {
@@ -460,7 +462,7 @@ struct Config::Impl {
       }
       auto copy = std::make_shared<Node>(*node);
       ASSIGN_OR_RETURN(copy->items[*index],
-                       SetAt(node->items[*index], parts, i + 1, value, new_mark, what));
+                       SetAt(node->items[*index], parts, i + 1, value, new_mark, what, rekey));
       return NodePtr(std::move(copy));
     }
     std::shared_ptr<Node> copy;
@@ -474,13 +476,12 @@ struct Config::Impl {
     }
     for (Entry& e : copy->entries) {
       if (e.name == part) {
-        ASSIGN_OR_RETURN(e.value, SetAt(e.value, parts, i + 1, value, new_mark, what));
-        // The value is the new one's now, and so is the key for messages.
-        if (i + 1 == parts.size()) e.key_mark = new_mark;
+        ASSIGN_OR_RETURN(e.value, SetAt(e.value, parts, i + 1, value, new_mark, what, rekey));
+        if (rekey && i + 1 == parts.size()) e.key_mark = new_mark;
         return NodePtr(std::move(copy));
       }
     }
-    ASSIGN_OR_RETURN(NodePtr child, SetAt(nullptr, parts, i + 1, value, new_mark, what));
+    ASSIGN_OR_RETURN(NodePtr child, SetAt(nullptr, parts, i + 1, value, new_mark, what, rekey));
     copy->entries.push_back(Entry{std::string(part), new_mark, std::move(child)});
     return NodePtr(std::move(copy));
   }
@@ -741,7 +742,7 @@ Result<Config> Config::WithOverrides(const std::map<std::string, std::string>& v
     scalar->kind = Node::Kind::kScalar;
     scalar->scalar = text;
     scalar->mark = mark;
-    ASSIGN_OR_RETURN(root, impl_->SetAt(root, parts, 0, scalar, mark, origin));
+    ASSIGN_OR_RETURN(root, impl_->SetAt(root, parts, 0, scalar, mark, origin, /*rekey=*/true));
   }
   return Config(impl_->Derive(std::move(root), MergedOrigin(impl_->origin, origin)));
 }
@@ -756,7 +757,8 @@ Result<Config> Config::With(std::string_view key, const Config& value) const {
     v = std::move(null);
   }
   const Mark mark{value.impl_->origin_ptr};
-  ASSIGN_OR_RETURN(NodePtr root, impl_->SetAt(impl_->root, parts, 0, v, mark, value.origin()));
+  ASSIGN_OR_RETURN(NodePtr root,
+                   impl_->SetAt(impl_->root, parts, 0, v, mark, value.origin(), /*rekey=*/false));
   return Config(impl_->Derive(std::move(root), impl_->origin));
 }
 

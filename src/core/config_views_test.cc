@@ -202,15 +202,18 @@ TEST(ConfigMergeTest, ErrorsNameTheFileAndLineEachValueCameFrom) {
   EXPECT_EQ(m.Locate("bench.iters"), "site.yaml:3:10: key 'bench.iters'");
 }
 
-TEST(ConfigMergeTest, NullKeepsTheBaseAndTypesMayChange) {
-  Config base = Load("a: {x: 1}\nb: [1, 2]\nc: 3\nd: {y: 2}\n", "base.yaml");
-  Config overlay = Load("a:\nb: {k: v}\nc: [4]\nd: plain\ne:\n", "o.yaml");
+TEST(ConfigMergeTest, NullClearsAndTypesMayChange) {
+  Config base = Load("a: {x: 1}\nb: [1, 2]\nc: 3\nd: {y: 2}\nf: {z: 1}\n", "base.yaml");
+  Config overlay = Load("a:\nb: {k: v}\nc: [4]\nd: plain\ne:\nf: {z: }\n", "o.yaml");
   Config m = base.Merge(overlay);
-  EXPECT_EQ(*m.GetInt("a.x", 0), 1);                     // null: no value, the base's stays
+  EXPECT_FALSE(m.Has("a"));  // null: the value is cleared
+  EXPECT_EQ(*m.GetInt("a.x", 7), 7);
+  EXPECT_EQ(*m.GetInt("f.z", 7), 7);
+  EXPECT_EQ(m.Locate("a"), "o.yaml:1:1: key 'a'");
   EXPECT_EQ(*m.GetString("b.k", ""), "v");               // a map replaces a list
   EXPECT_THAT(*m.GetStringList("c"), ElementsAre("4"));  // a list replaces a scalar
   EXPECT_EQ(*m.GetString("d", ""), "plain");             // a scalar replaces a map
-  EXPECT_THAT(*m.Keys(""), ElementsAre("a", "b", "c", "d", "e"));
+  EXPECT_THAT(*m.Keys(""), ElementsAre("a", "b", "c", "d", "f", "e"));
   EXPECT_FALSE(m.Has("e"));
   // Merging views: a check's parameters laid over the base's.
   Config sub = Must(base.Sub("d")).Merge(Must(overlay.Sub("a")));

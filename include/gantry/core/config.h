@@ -142,8 +142,8 @@ class Config {
   //     overlay's order;
   //   - otherwise the overlay's value replaces this one: lists are replaced
   //     whole, never concatenated, and a scalar may replace a map or a list;
-  //   - a null in the overlay ("key:") is no value: this config's value stays
-  //     (a key only the overlay has is added, null).
+  //     a null in the overlay ("key:") clears the value, so getters return
+  //     their fallback (the key stays, in Keys()).
   // Values keep their own positions, so messages about a value of the
   // overlay name the overlay's file and line.
   Config Merge(const Config& overlay) const;
