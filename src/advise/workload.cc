@@ -468,8 +468,9 @@ Result<Workload> LoadWorkload(const std::string& path,
       stage.rfind("inf", 0) == 0 || stage.rfind("serv", 0) == 0 ? "inference" : "training";
   std::map<std::string, std::string> overrides;
   for (const auto& [flag, value] : flags) {
+    const std::string_view name = flag;  // a structured binding cannot be captured (clang 14)
     auto known = std::find_if(WorkloadFlags().begin(), WorkloadFlags().end(),
-                              [&](const WorkloadFlag& f) { return f.name == flag; });
+                              [name](const WorkloadFlag& f) { return f.name == name; });
     if (known == WorkloadFlags().end()) {
       return InvalidArgument(fmt::format("--{} is not a workload flag", flag));
     }
