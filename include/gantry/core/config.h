@@ -125,7 +125,8 @@ class Config {
 
   // The value at `key` as a Config of its own (same origin). An absent or
   // null key gives an empty view: Has("") is false and every getter returns
-  // its fallback. Error: a scalar or list where the key needs a map.
+  // its fallback. Error: a scalar on the way ("bench: 4" holds no
+  // "bench.ranks"), or a list on the way indexed by something not a number.
   Result<Config> Sub(std::string_view key) const;
   // One view per item of the list at `key` (keys "key.0", "key.1", ...);
   // empty when absent. Error: `key` holds something other than a list.
@@ -153,8 +154,9 @@ class Config {
   // it is never parsed as YAML ("[a]" is a string, "null" the word null).
   // Messages about it name `origin` ("--set: key 'bench.ranks': expected an
   // integer, got 'eight'"). As in Merge, an override replaces whatever the
-  // key held, and maps are created on the way; a numeric part indexes an
-  // existing list item ("routes.0.prefix"). InvalidArgument naming `origin`
+  // key held, and maps are created on the way (new keys follow the existing
+  // ones, in `values`' order); a numeric part indexes an existing list item
+  // ("routes.0.prefix"). InvalidArgument naming `origin`
   // and the key for an empty key or part ("a..b") and for a list on the way
   // indexed by something other than the number of one of its items.
   Result<Config> WithOverrides(const std::map<std::string, std::string>& values,
@@ -163,7 +165,8 @@ class Config {
   // maps created on the way. Errors as WithOverrides.
   Result<Config> With(std::string_view key, const Config& value) const;
   // This config without the map entry `key` (unchanged when absent). Error: a
-  // scalar or list on the way, or `key` naming a list item.
+  // scalar on the way, a list on the way indexed by something not a number,
+  // or `key` naming a list item (removing one would renumber the others).
   Result<Config> Without(std::string_view key) const;
 
   // ---- Writing
