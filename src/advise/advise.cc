@@ -13,27 +13,26 @@
 #include <tuple>
 
 #include "format.h"
+#include "gantry/core/text.h"
 
 namespace gantry::advise {
 namespace {
 
 using internal::kGiB;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 NumberFormat ComputeFormat(Precision p) {
   switch (p) {
-    case Precision::kFp32: return NumberFormat::kFp32;
-    case Precision::kFp16: return NumberFormat::kFp16;
-    case Precision::kFp8: return NumberFormat::kFp8;
+    case Precision::kFp32:
+      return NumberFormat::kFp32;
+    case Precision::kFp16:
+      return NumberFormat::kFp16;
+    case Precision::kFp8:
+      return NumberFormat::kFp8;
     // Weight-only int8/int4 quantisation still multiplies in 16-bit.
     case Precision::kBf16:
     case Precision::kInt8:
-    case Precision::kInt4: return NumberFormat::kBf16;
+    case Precision::kInt4:
+      return NumberFormat::kBf16;
   }
   return NumberFormat::kBf16;
 }
@@ -45,9 +44,10 @@ std::optional<double> Peak(const Accelerator& acc, Precision p, std::string* not
   if (!peak && ComputeFormat(p) == NumberFormat::kBf16) {
     peak = acc.PeakTflops(NumberFormat::kFp16);
     if (peak) {
-      *note = fmt::format("{} has no bf16 figure in the catalog: estimated in fp16 (convert the "
-                          "model to fp16 there)",
-                          acc.name);
+      *note = fmt::format(
+          "{} has no bf16 figure in the catalog: estimated in fp16 (convert the "
+          "model to fp16 there)",
+          acc.name);
     }
   }
   return peak;
@@ -100,7 +100,8 @@ RuleVerdict ApplyRules(const Workload& w, const VmSize& s) {
   if (w.kind == ModelKind::kSmall) {
     if (gpu) {
       v.tier = 2;
-      v.note = "rule: small non-generative models run on CPU; a GPU size is allowed but not advised";
+      v.note =
+          "rule: small non-generative models run on CPU; a GPU size is allowed but not advised";
       return v;
     }
     const CpuClass wanted = w.stage == Stage::kTraining ? CpuClass::kMemory : CpuClass::kCompute;
@@ -129,15 +130,17 @@ RuleVerdict ApplyRules(const Workload& w, const VmSize& s) {
       v.note = "rule: NC is the training alternative to ND: Ethernet only, so one VM at most";
     } else {
       v.tier = 1;
-      v.note = fmt::format("rule: {} sizes are built for graphics and light inference; a last "
-                           "resort for training",
-                           family);
+      v.note = fmt::format(
+          "rule: {} sizes are built for graphics and light inference; a last "
+          "resort for training",
+          family);
     }
   } else {
     if (s.rdma()) {
       v.tier = 1;
-      v.note = "rule: inference avoids InfiniBand sizes (the fabric is paid for and unused); "
-               "chosen only when nothing smaller serves the model";
+      v.note =
+          "rule: inference avoids InfiniBand sizes (the fabric is paid for and unused); "
+          "chosen only when nothing smaller serves the model";
     } else {
       v.note = "rule: inference runs on NC/NV sizes without InfiniBand";
     }
@@ -154,9 +157,10 @@ bool MfuMeasuredFor(const Workload& w, const Accelerator& acc) {
 double MfuFor(const Workload& w, const Accelerator& acc, std::string* note) {
   if (MfuMeasuredFor(w, acc)) {
     if (!w.mfu_source.empty()) {
-      *note = fmt::format("MFU {:.2f} from {}: a GEMM's share of peak, an upper bound for a "
-                          "training step, so this time is optimistic",
-                          w.mfu, w.mfu_source);
+      *note = fmt::format(
+          "MFU {:.2f} from {}: a GEMM's share of peak, an upper bound for a "
+          "training step, so this time is optimistic",
+          w.mfu, w.mfu_source);
     }
     return w.mfu;
   }
@@ -229,9 +233,10 @@ void AdviseSpot(const Workload& w, const Rates& rates, Candidate* c) {
   if (w.stage == Stage::kInference) {
     c->spot_advisable = true;
     c->spot_reason =
-        payg ? fmt::format("spot advised for interruptible serving: {:.0f}% below PAYG; evicted "
-                           "work must be retried",
-                           100 * (1 - *spot / *payg))
+        payg ? fmt::format(
+                   "spot advised for interruptible serving: {:.0f}% below PAYG; evicted "
+                   "work must be retried",
+                   100 * (1 - *spot / *payg))
              : "spot advised for interruptible serving";
     return;
   }
@@ -251,8 +256,8 @@ void AdviseSpot(const Workload& w, const Rates& rates, Candidate* c) {
     c->spot_reason = fmt::format(
         "spot not advised: evictions stretch the run to {} (checkpoint every {:.0f} min, {:.1f}% "
         "overhead), past the {} deadline",
-        internal::FormatHours(spot_hours), c->spot->interval_s / 60, 100 * c->spot->overhead_fraction,
-        internal::FormatHours(w.deadline_h));
+        internal::FormatHours(spot_hours), c->spot->interval_s / 60,
+        100 * c->spot->overhead_fraction, internal::FormatHours(w.deadline_h));
     return;
   }
   const double spot_cost = *spot * spot_hours;
@@ -311,9 +316,10 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
     const double total_gpus = gpu ? s.gpus * n : 1;
     const int dp = gpu ? static_cast<int>(std::floor(total_gpus / mp + 1e-9)) : 1;
     if (gpu && dp < 1) {
-      last_reason = fmt::format("tensor x pipeline parallel = {} needs more GPUs than {} VM(s) of "
-                                "{} have",
-                                mp, n, s.gpus);
+      last_reason = fmt::format(
+          "tensor x pipeline parallel = {} needs more GPUs than {} VM(s) of "
+          "{} have",
+          mp, n, s.gpus);
       continue;
     }
     TrainingSetup t;
@@ -361,8 +367,9 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
       }
     }
     if (w.deadline_h > 0 && trial.hours && *trial.hours > w.deadline_h) {
-      last_reason = fmt::format("misses the {} deadline: {} on {} VM(s)", internal::FormatHours(w.deadline_h),
-                                internal::FormatHours(*trial.hours), n);
+      last_reason =
+          fmt::format("misses the {} deadline: {} on {} VM(s)", internal::FormatHours(w.deadline_h),
+                      internal::FormatHours(*trial.hours), n);
       continue;
     }
     FillCosts(w, rates, &trial);
@@ -390,8 +397,8 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
   *c = std::move(*best);
   c->feasible = true;
   if (c->nodes > 1) {
-    c->notes.push_back(fmt::format("{} VMs over InfiniBand ({:.0f} Gb/s per VM)", c->nodes,
-                                   s.infiniband_gbps));
+    c->notes.push_back(
+        fmt::format("{} VMs over InfiniBand ({:.0f} Gb/s per VM)", c->nodes, s.infiniband_gbps));
   }
   if (w.zero_stage < 0 && gpu) {
     c->notes.push_back(
@@ -403,8 +410,9 @@ void EvaluateTraining(const Workload& w, const AdviseOptions& opt, const Rates& 
                                                : "DeepSpeed; FSDP's nearest is SHARD_GRAD_OP"));
   }
   if (FullRecomputePenalty(w, c->accelerator) && c->hours) {
-    c->notes.push_back("full recompute: time includes a second forward pass (x4/3); pass a "
-                       "measured --mfu to replace this");
+    c->notes.push_back(
+        "full recompute: time includes a second forward pass (x4/3); pass a "
+        "measured --mfu to replace this");
   }
   if (c->training_memory && c->training_memory->activations == 0) {
     c->notes.push_back(
@@ -459,8 +467,9 @@ void EvaluateInference(const Workload& w, const AdviseOptions& opt, const Rates&
     c->feasible = true;
     c->nodes = 1;
     c->replicas_per_node = 1;
-    c->notes.push_back("latency and throughput unknown on CPU (no CPU peak in the catalog); "
-                       "measure with your model");
+    c->notes.push_back(
+        "latency and throughput unknown on CPU (no CPU peak in the catalog); "
+        "measure with your model");
     if (w.target_rps > 0) c->notes.push_back("fleet size for target_rps needs a measurement");
     AdviseSpot(w, rates, c);
     FillCosts(w, rates, c);
@@ -508,9 +517,10 @@ void EvaluateInference(const Workload& w, const AdviseOptions& opt, const Rates&
     if (w.model.heads > 0 && w.model.heads % tp != 0) continue;
     const double per_gpu = mem->total / tp;
     if (per_gpu > usable) {
-      last_reason = fmt::format("does not fit: needs {} in all ({} per GPU at tensor parallel {}), "
-                                "{} usable per GPU; multi-VM serving is not modelled",
-                                GiB(mem->total), GiB(per_gpu), tp, GiB(usable));
+      last_reason = fmt::format(
+          "does not fit: needs {} in all ({} per GPU at tensor parallel {}), "
+          "{} usable per GPU; multi-VM serving is not modelled",
+          GiB(mem->total), GiB(per_gpu), tp, GiB(usable));
       continue;
     }
     Result<InferencePerf> perf = EstimateInferencePerf(setup, w.prompt_tokens, w.output_tokens, tp,
@@ -523,15 +533,17 @@ void EvaluateInference(const Workload& w, const AdviseOptions& opt, const Rates&
     c->memory_needed = per_gpu;
     c->perf = *perf;
     if (w.target_token_ms > 0 && perf->per_token_s * 1000 > w.target_token_ms) {
-      last_reason = fmt::format("misses the {:.0f} ms per token target: {:.1f} ms at tensor "
-                                "parallel {}",
-                                w.target_token_ms, perf->per_token_s * 1000, tp);
+      last_reason = fmt::format(
+          "misses the {:.0f} ms per token target: {:.1f} ms at tensor "
+          "parallel {}",
+          w.target_token_ms, perf->per_token_s * 1000, tp);
       continue;
     }
     if (w.target_first_token_ms > 0 && perf->first_token_s * 1000 > w.target_first_token_ms) {
-      last_reason = fmt::format("misses the {:.0f} ms first-token target: {:.0f} ms at tensor "
-                                "parallel {}",
-                                w.target_first_token_ms, perf->first_token_s * 1000, tp);
+      last_reason = fmt::format(
+          "misses the {:.0f} ms first-token target: {:.0f} ms at tensor "
+          "parallel {}",
+          w.target_first_token_ms, perf->first_token_s * 1000, tp);
       continue;
     }
     found = true;
@@ -580,8 +592,8 @@ Result<Advice> Recommend(const Workload& w, const Catalog& catalog, const Advise
   RETURN_IF_ERROR(ValidateWorkload(w));
   RETURN_IF_ERROR(ValidateDiscounts(options.discounts));
   if (!(options.usable_memory_fraction > 0 && options.usable_memory_fraction <= 1)) {
-    return InvalidArgument(fmt::format("usable memory fraction {} must be in (0, 1]",
-                                       options.usable_memory_fraction));
+    return InvalidArgument(
+        fmt::format("usable memory fraction {} must be in (0, 1]", options.usable_memory_fraction));
   }
   for (const std::string& name : options.only_sizes) {
     if (!catalog.FindSize(name)) {
@@ -603,13 +615,16 @@ Result<Advice> Recommend(const Workload& w, const Catalog& catalog, const Advise
         ModelKindName(w.kind)));
     advice.rules.push_back("training across VMs needs RDMA (InfiniBand): only ND sizes scale out");
   } else {
-    advice.rules.push_back(fmt::format("{} models serve on GPUs (NC or ND)", ModelKindName(w.kind)));
-    advice.rules.push_back("inference avoids InfiniBand sizes unless nothing else serves the model");
+    advice.rules.push_back(
+        fmt::format("{} models serve on GPUs (NC or ND)", ModelKindName(w.kind)));
+    advice.rules.push_back(
+        "inference avoids InfiniBand sizes unless nothing else serves the model");
   }
   advice.rules.push_back("newer sizes win ties");
   if (w.stage == Stage::kTraining) {
-    advice.rules.push_back("spot for interruptible training with checkpoints; reservations or "
-                           "savings plans for steady use (see `gantry advise commit`)");
+    advice.rules.push_back(
+        "spot for interruptible training with checkpoints; reservations or "
+        "savings plans for steady use (see `gantry advise commit`)");
   } else {
     advice.rules.push_back("spot only for interruptible (batch) inference");
   }
@@ -665,16 +680,14 @@ Result<Advice> Recommend(const Workload& w, const Catalog& catalog, const Advise
       advice.rejected.push_back(std::move(c));
     }
   }
-  std::stable_sort(advice.ranked.begin(), advice.ranked.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     auto key = [](const Candidate& c) {
-                       return std::make_tuple(
-                           c.tier, c.rank_value ? 0 : 1,
-                           c.rank_value.value_or(0), RateOrInf(c, PricingModel::kPayg),
-                           -c.size->released);
-                     };
-                     return key(a) < key(b);
-                   });
+  std::stable_sort(
+      advice.ranked.begin(), advice.ranked.end(), [](const Candidate& a, const Candidate& b) {
+        auto key = [](const Candidate& c) {
+          return std::make_tuple(c.tier, c.rank_value ? 0 : 1, c.rank_value.value_or(0),
+                                 RateOrInf(c, PricingModel::kPayg), -c.size->released);
+        };
+        return key(a) < key(b);
+      });
   return advice;
 }
 
@@ -697,22 +710,22 @@ Result<CommitAdvice> AdviseCommit(const Catalog& catalog, std::string_view size_
   const VmSize* size = catalog.FindSize(size_name);
   if (!size) {
     std::string hint;
-    const std::string want = Lower(size_name);
+    const std::string want = AsciiLower(size_name);
     for (const VmSize& s : catalog.sizes()) {
-      std::string n = Lower(s.name);
-      if (!want.empty() && n.find(want.substr(0, std::min<size_t>(want.size(), 6))) !=
-                               std::string::npos) {
+      std::string n = AsciiLower(s.name);
+      if (!want.empty() &&
+          n.find(want.substr(0, std::min<size_t>(want.size(), 6))) != std::string::npos) {
         hint += (hint.empty() ? "" : ", ") + s.name;
       }
     }
-    return NotFound(fmt::format("size '{}' is not in the catalog {}{}; `gantry advise catalog` "
-                                "lists the sizes",
-                                size_name, catalog.origin(),
-                                hint.empty() ? "" : " (did you mean " + hint + "?)"));
+    return NotFound(fmt::format(
+        "size '{}' is not in the catalog {}{}; `gantry advise catalog` "
+        "lists the sizes",
+        size_name, catalog.origin(), hint.empty() ? "" : " (did you mean " + hint + "?)"));
   }
   CommitAdvice out;
   out.size = size;
-  out.region = Lower(region);
+  out.region = AsciiLower(region);
   out.nodes = nodes;
   out.utilization = utilization;
   Rates rates = RatesFor(*size, out.region, discounts);

@@ -38,19 +38,6 @@ const std::vector<std::string> kSizeKeys = {
 const std::vector<std::string> kPriceKeys = {"payg",        "spot",       "reserved_1y",
                                              "reserved_3y", "savings_1y", "savings_3y"};
 
-std::string ToLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) ==
-           std::tolower(static_cast<unsigned char>(y));
-  });
-}
-
 // "Standard_ND96isr_H100_v5" -> "ND96isr_H100_v5"; names without the prefix stay.
 std::string_view StripStandard(std::string_view name) {
   if (name.size() >= kStandardPrefix.size() &&
@@ -58,33 +45,6 @@ std::string_view StripStandard(std::string_view name) {
     name.remove_prefix(kStandardPrefix.size());
   }
   return name;
-}
-
-
-// Levenshtein distance, for "did you mean" on size names in price sheets.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// A strict decimal number: all of `text`, finite. nullopt otherwise.
-std::optional<double> ParseNumber(std::string_view text) {
-  double v = 0;
-  if (text.empty()) return std::nullopt;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
-    return std::nullopt;
-  }
-  return v;
 }
 
 std::string Key(std::string_view prefix, std::string_view name) {
@@ -108,7 +68,7 @@ class Reader {
     if (cfg_.IsScalar(key)) {
       ASSIGN_OR_RETURN(std::string text, cfg_.GetString(key, ""));
       if (EqualsIgnoreCase(TrimSpace(text), "unknown")) return std::optional<double>();
-      if (!ParseNumber(TrimSpace(text))) {
+      if (double v = 0; !ParseNumber(text, &v)) {
         return InvalidArgument(
             fmt::format("{}: expected a number or 'unknown', got '{}'", cfg_.Locate(key), text));
       }
@@ -313,7 +273,7 @@ Result<VmSize> ReadSize(const Reader& r, const std::string& item) {
     ASSIGN_OR_RETURN(std::vector<std::string> regions, cfg.Keys(prices));
     for (const std::string& region : regions) {
       std::string key = Key(prices, region);
-      std::string lower = ToLower(TrimSpace(region));
+      std::string lower = AsciiLower(TrimSpace(region));
       // Config keys are dotted paths, so a dot would make the region unreadable.
       if (lower.empty() || region.find('.') != std::string::npos) {
         return InvalidArgument(
@@ -388,7 +348,7 @@ std::string VmSize::Family() const {
 }
 
 Price VmSize::PriceIn(std::string_view region) const {
-  auto it = prices.find(ToLower(TrimSpace(region)));
+  auto it = prices.find(AsciiLower(TrimSpace(region)));
   return it == prices.end() ? Price{} : it->second;
 }
 
@@ -548,7 +508,7 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
             where, header_hint, TrimSpace(line)));
       }
       for (size_t c = 2; c < cells.size(); ++c) {
-        std::string name = ToLower(cells[c]);
+        std::string name = AsciiLower(cells[c]);
         auto it = std::find(kPriceKeys.begin(), kPriceKeys.end(), name);
         if (it == kPriceKeys.end()) {
           return InvalidArgument(fmt::format("{}: unknown column '{}'; price columns are: {}",
@@ -576,7 +536,8 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
       std::string hint;
       size_t best = 4;  // suggest only close names
       for (const VmSize& s : sizes_) {
-        size_t d = EditDistance(ToLower(StripStandard(cells[0])), ToLower(StripStandard(s.name)));
+        size_t d =
+            EditDistance(AsciiLower(StripStandard(cells[0])), AsciiLower(StripStandard(s.name)));
         if (d < best) {
           best = d;
           hint = fmt::format(" (did you mean '{}'?)", s.name);
@@ -587,7 +548,7 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
                       "--catalog file",
                       where, cells[0], origin_, hint));
     }
-    std::string region = ToLower(cells[1]);
+    std::string region = AsciiLower(cells[1]);
     if (region.empty() || std::any_of(region.begin(), region.end(), [](char c) {
           return std::isspace(static_cast<unsigned char>(c));
         })) {
@@ -600,8 +561,8 @@ Result<int> Catalog::MergePriceSheetString(std::string_view csv, std::string_vie
     for (size_t c = 0; c < columns.size(); ++c) {
       const std::string& cell = cells[c + 2];
       if (cell.empty() || EqualsIgnoreCase(cell, "unknown")) continue;
-      std::optional<double> v = ParseNumber(cell);
-      if (!v || *v < 0) {
+      double v = 0;
+      if (!ParseNumber(cell, &v) || v < 0) {
         return InvalidArgument(fmt::format(
             "{}: column '{}': '{}' is not a price; write a non-negative number of {} per VM "
             "hour, 'unknown' or nothing",

@@ -1,6 +1,7 @@
 // Workload files and their validation (see include/gantry/advise/advise.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -17,9 +18,12 @@ std::string_view StageName(Stage s) { return s == Stage::kTraining ? "training" 
 
 std::string_view ModelKindName(ModelKind k) {
   switch (k) {
-    case ModelKind::kGenerative: return "generative";
-    case ModelKind::kComplex: return "complex";
-    case ModelKind::kSmall: return "small";
+    case ModelKind::kGenerative:
+      return "generative";
+    case ModelKind::kComplex:
+      return "complex";
+    case ModelKind::kSmall:
+      return "small";
   }
   return "?";
 }
@@ -130,10 +134,10 @@ Result<double> ParseCount(std::string_view what, std::string_view text) {
   t = t.substr(start);
   const std::string prefix = what.empty() ? "" : std::string(what) + ": ";
   auto bad = [&] {
-    return InvalidArgument(fmt::format(
-        "{}'{}' is not a count; write a number, optionally with k, M, B (or G) or T "
-        "(\"8B\", \"1.5e9\", \"125M\")",
-        prefix, text));
+    return InvalidArgument(
+        fmt::format("{}'{}' is not a count; write a number, optionally with k, M, B (or G) or T "
+                    "(\"8B\", \"1.5e9\", \"125M\")",
+                    prefix, text));
   };
   if (t.empty()) return bad();
   char* end = nullptr;
@@ -154,7 +158,8 @@ Result<double> ParseCount(std::string_view what, std::string_view text) {
   }
   v *= scale;
   if (!std::isfinite(v) || v < 0) {
-    return InvalidArgument(fmt::format("{}'{}' must be a finite, non-negative count", prefix, text));
+    return InvalidArgument(
+        fmt::format("{}'{}' must be a finite, non-negative count", prefix, text));
   }
   return v;
 }
@@ -173,7 +178,8 @@ bool HasToken(const std::string& text, const std::string& token) {
   for (size_t pos = text.find(token); pos != std::string::npos; pos = text.find(token, pos + 1)) {
     const size_t end = pos + token.size();
     const bool left_ok = pos == 0 || !std::isalnum(static_cast<unsigned char>(text[pos - 1]));
-    const bool right_ok = end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]));
+    const bool right_ok =
+        end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]));
     if (left_ok && right_ok) return true;
   }
   return false;
@@ -224,30 +230,27 @@ Status TakeMfuFromReport(const Json& report, std::string_view origin, Workload* 
 }
 
 Result<Workload> ParseWorkload(const Config& cfg) {
-  RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "", {"name", "stage", "kind", "model", "training", "inference", "constraints",
-           "performance"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys("", {"name", "stage", "kind", "model", "training", "inference",
+                                          "constraints", "performance"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
       "model", {"params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "training", {"precision", "optimizer", "zero_stage", "tensor_parallel", "pipeline_parallel",
-                   "sequence_parallel", "recompute", "flash_attention", "sequence",
-                   "micro_batch", "tokens"}));
+      "training",
+      {"precision", "optimizer", "zero_stage", "tensor_parallel", "pipeline_parallel",
+       "sequence_parallel", "recompute", "flash_attention", "sequence", "micro_batch", "tokens"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "inference", {"precision", "kv_cache", "context", "batch", "prompt_tokens",
-                    "output_tokens", "target_token_ms", "target_first_token_ms", "target_rps",
-                    "hours_per_month"}));
-  RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "constraints",
-      {"region", "deadline", "budget_usd", "max_nodes", "objective", "interruptible"}));
-  RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "performance", {"mfu", "evictions_per_hour", "restart", "ckpt_write_gbps"}));
+      "inference", {"precision", "kv_cache", "context", "batch", "prompt_tokens", "output_tokens",
+                    "target_token_ms", "target_first_token_ms", "target_rps", "hours_per_month"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys("constraints", {"region", "deadline", "budget_usd",
+                                                     "max_nodes", "objective", "interruptible"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys("performance",
+                                     {"mfu", "evictions_per_hour", "restart", "ckpt_write_gbps"}));
 
   Workload w;
   ASSIGN_OR_RETURN(w.name, cfg.GetString("name", ""));
   if (!cfg.Has("stage")) {
-    return InvalidArgument(
-        fmt::format("{}: missing 'stage': write stage: training or stage: inference", cfg.origin()));
+    return InvalidArgument(fmt::format(
+        "{}: missing 'stage': write stage: training or stage: inference", cfg.origin()));
   }
   RETURN_IF_ERROR(ReadEnum(cfg, "stage", &w.stage, ParseStage));
   RETURN_IF_ERROR(ReadEnum(cfg, "kind", &w.kind, ParseKind));
@@ -347,9 +350,10 @@ Status ValidateWorkload(const Workload& w) {
     return bad(fmt::format("performance.mfu: {} must be in (0, 1] (0.4 means 40%)", w.mfu));
   }
   if (w.evictions_per_hour <= 0 || !std::isfinite(w.evictions_per_hour)) {
-    return bad(fmt::format("performance.evictions_per_hour: {} must be > 0 (0.05 = one eviction "
-                           "per 20 VM hours)",
-                           w.evictions_per_hour));
+    return bad(
+        fmt::format("performance.evictions_per_hour: {} must be > 0 (0.05 = one eviction "
+                    "per 20 VM hours)",
+                    w.evictions_per_hour));
   }
   if (w.restart_s < 0) return bad("performance.restart must not be negative");
   if (!(w.ckpt_write_gbps > 0)) {
@@ -361,9 +365,10 @@ Status ValidateWorkload(const Workload& w) {
     }
     if (w.precision != Precision::kFp32 && w.precision != Precision::kBf16 &&
         w.precision != Precision::kFp16) {
-      return bad(fmt::format("training.precision: {} is not modelled for training; use fp32, "
-                             "bf16 or fp16 (mixed precision)",
-                             PrecisionName(w.precision)));
+      return bad(
+          fmt::format("training.precision: {} is not modelled for training; use fp32, "
+                      "bf16 or fp16 (mixed precision)",
+                      PrecisionName(w.precision)));
     }
     if (w.zero_stage < -1 || w.zero_stage > 3) {
       return bad(fmt::format("training.zero_stage: {} must be 0, 1, 2, 3 or auto", w.zero_stage));
@@ -399,6 +404,90 @@ Status ValidateWorkload(const Workload& w) {
     }
   }
   return Status::Ok();
+}
+
+const std::vector<WorkloadFlag>& WorkloadFlags() {
+  static const auto* flags = new std::vector<WorkloadFlag>{
+      {"stage", "stage", "training or inference"},
+      {"kind", "kind", "generative, complex or small"},
+      {"name", "name", "a name for the report"},
+      {"params", "model.params", "parameters: 8B, 70B, 1.5e9, 125M"},
+      {"layers", "model.layers", "transformer layers"},
+      {"hidden", "model.hidden", "hidden size (d_model)"},
+      {"heads", "model.heads", "attention heads"},
+      {"kv-heads", "model.kv_heads", "key/value heads (GQA)"},
+      {"head-dim", "model.head_dim", "head dimension (default hidden/heads)"},
+      {"precision", "@.precision",
+       "training: fp32, bf16, fp16; inference weights: also fp8, int8, int4"},
+      {"optimizer", "training.optimizer", "adam, adamw, sgd-momentum, sgd"},
+      {"zero-stage", "training.zero_stage", "0-3 or auto (lowest that fits)"},
+      {"tensor-parallel", "training.tensor_parallel", "training tensor-parallel degree"},
+      {"pipeline-parallel", "training.pipeline_parallel", "training pipeline-parallel degree"},
+      {"recompute", "training.recompute", "activation recompute: none, selective, full"},
+      {"sequence", "training.sequence", "training sequence length"},
+      {"micro-batch", "training.micro_batch", "training micro-batch per GPU"},
+      {"tokens", "training.tokens", "training tokens (all epochs): 2B, 1T"},
+      {"kv-cache", "inference.kv_cache", "KV-cache precision"},
+      {"context", "inference.context", "tokens held per sequence (default prompt + output)"},
+      {"batch", "inference.batch", "concurrent sequences per replica"},
+      {"prompt-tokens", "inference.prompt_tokens", "prompt tokens of a typical request"},
+      {"output-tokens", "inference.output_tokens", "output tokens of a typical request"},
+      {"target-token-ms", "inference.target_token_ms", "target time per output token, ms"},
+      {"target-first-token-ms", "inference.target_first_token_ms",
+       "target time to first token, ms"},
+      {"target-rps", "inference.target_rps", "requests per second to serve (all replicas)"},
+      {"hours-per-month", "inference.hours_per_month", "serving hours per month (default 730)"},
+      {"region", "constraints.region", "Azure region for prices (default eastus)"},
+      {"deadline", "constraints.deadline", "training wall-clock limit: 48h, 3d"},
+      {"budget", "constraints.budget_usd", "USD: training per run, inference per month"},
+      {"max-nodes", "constraints.max_nodes", "most VMs to consider (default 16)"},
+      {"objective", "constraints.objective", "rank by cost (default) or time"},
+      {"interruptible", "constraints.interruptible", "true/false: may the work be evicted (spot)"},
+      {"mfu", "performance.mfu",
+       "measured model FLOPs utilisation, 0-1 (default per GPU in the catalog)"},
+      {"evictions-per-hour", "performance.evictions_per_hour",
+       "spot evictions per VM hour (default 0.05)"},
+      {"restart", "performance.restart", "time to recover from an eviction (default 10m)"},
+      {"ckpt-write-gbps", "performance.ckpt_write_gbps",
+       "checkpoint write GB/s per VM (default 2)"},
+  };
+  return *flags;
+}
+
+Result<Workload> LoadWorkload(const std::string& path,
+                              const std::map<std::string, std::string>& flags) {
+  Config base = Config::Empty("");
+  if (!path.empty()) {
+    ASSIGN_OR_RETURN(base, Config::LoadFile(path));
+    if (flags.empty()) return ParseWorkload(base);
+  }
+  // The stage decides which section a flag such as --precision sets.
+  ASSIGN_OR_RETURN(std::string stage, base.GetString("stage", ""));
+  if (auto it = flags.find("stage"); it != flags.end()) stage = it->second;
+  const std::string section =
+      stage.rfind("inf", 0) == 0 || stage.rfind("serv", 0) == 0 ? "inference" : "training";
+  std::map<std::string, std::string> overrides;
+  for (const auto& [flag, value] : flags) {
+    const std::string_view name = flag;  // a structured binding cannot be captured (clang 14)
+    auto known = std::find_if(WorkloadFlags().begin(), WorkloadFlags().end(),
+                              [name](const WorkloadFlag& f) { return f.name == name; });
+    if (known == WorkloadFlags().end()) {
+      return InvalidArgument(fmt::format("--{} is not a workload flag", flag));
+    }
+    std::string key(known->key);
+    if (key.rfind("@.", 0) == 0) key = section + key.substr(1);
+    if (key.rfind("training.", 0) == 0 && section != "training") {
+      return InvalidArgument(
+          fmt::format("--{} applies to training; this workload is inference", flag));
+    }
+    if (key.rfind("inference.", 0) == 0 && section != "inference") {
+      return InvalidArgument(fmt::format(
+          "--{} applies to inference; pass --stage inference (the workload is training)", flag));
+    }
+    overrides[key] = value;
+  }
+  ASSIGN_OR_RETURN(Config cfg, base.WithOverrides(overrides, "command-line flags"));
+  return ParseWorkload(cfg);
 }
 
 }  // namespace gantry::advise

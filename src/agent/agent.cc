@@ -90,7 +90,7 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
                            ": the retention must be at least the resolution");
   }
 
-  ASSIGN_OR_RETURN(c.rules, ParseRulesAt(yaml_text, origin, "alerts.rules"));
+  ASSIGN_OR_RETURN(c.rules, ParseRulesAt(cfg, "alerts.rules"));
   ASSIGN_OR_RETURN(std::string rules_file, cfg.GetString("alerts.rules_file", ""));
   if (!rules_file.empty()) {
     auto more = LoadRulesFile(rules_file);

@@ -18,8 +18,9 @@
 #include <sstream>
 
 #include "gantry/core/log.h"
-#include "gantry/core/units.h"
 #include "gantry/core/subprocess.h"
+#include "gantry/core/text.h"
+#include "gantry/core/units.h"
 
 namespace gantry::agent {
 namespace {
@@ -318,8 +319,8 @@ class SystemProbe : public ActivityProbe {
     if (now < squeue_next_) return squeue_jobs_;
     // A node with slurm-client but no reachable slurmctld makes squeue wait:
     // a short timeout, and a long pause after a failure, keep ticks quick.
-    Result<SubprocessResult> r = RunSubprocess(
-        {squeue_path_, "-h", "-w", opt_.hostname, "-t", "R", "-o", "%i"}, seconds(5));
+    Result<SubprocessResult> r =
+        RunSubprocess({squeue_path_, "-h", "-w", opt_.hostname, "-t", "R", "-o", "%i"}, seconds(5));
     if (!r.ok() || r->exit_code != 0) {
       if (!warned_squeue_) {
         log::info(
@@ -389,15 +390,6 @@ std::vector<std::string> BusyReasons(const IdleConfig& c, const Activity& a,
   if (a.slurm_jobs > 0) r.push_back(fmt::format("{} running Slurm job(s)", a.slurm_jobs));
   for (const std::string& p : a.busy_processes) r.push_back("busy process " + p + " running");
   return r;
-}
-
-std::string Join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string s;
-  for (const auto& x : v) {
-    if (!s.empty()) s += sep;
-    s += x;
-  }
-  return s;
 }
 
 constexpr const char* kWarningAlert = "GantryIdleShutdownPending";
@@ -714,8 +706,7 @@ void IdleDetector::StartAction() {
       log::error("idle: action '{}' {}{}{}", JoinArgv(config_.action), result,
                  out.empty() ? "" : ": ", out);
       Notify(true, kFailedAlert,
-             fmt::format("idle action '{}' on {} {}", JoinArgv(config_.action), hostname_,
-                         result),
+             fmt::format("idle action '{}' on {} {}", JoinArgv(config_.action), hostname_, result),
              0);
     } else {
       log::info("idle: action '{}' {}", JoinArgv(config_.action), result);

@@ -2,13 +2,14 @@
 // gantry/agent/rules.h). Prometheus export lives in prom_rules.cc.
 #include "gantry/agent/rules.h"
 
-#include <yaml-cpp/yaml.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
 
+#include "gantry/core/config.h"
 #include "gantry/core/metrics.h"
 #include "gantry/core/text.h"
 #include "gantry/core/units.h"
@@ -36,15 +37,6 @@ const std::vector<std::string>& KnownSignals() {
       "gpu_xid_errors",
   };
   return kSignals;
-}
-
-std::string Join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) out += sep;
-    out += v[i];
-  }
-  return out;
 }
 
 bool IsIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -92,39 +84,39 @@ std::string Rfc3339(int64_t ms) {
 
 // ---- YAML parsing ---------------------------------------------------------
 
+// Reads rules through gantry::Config views. Messages keep the rule-centred
+// form "rules.yaml:12: rule 'GpuHot': ..." (file and line of the value at
+// fault, or of the rule when the value is missing).
 class RuleParser {
  public:
-  explicit RuleParser(std::string_view origin) : origin_(origin) {}
-
-  Result<std::vector<Rule>> Parse(const YAML::Node& root) {
-    if (!root.IsDefined() || root.IsNull()) return std::vector<Rule>{};
-    if (root.IsMap()) {
-      for (auto it = root.begin(); it != root.end(); ++it) {
-        std::string key = it->first.Scalar();
-        if (key != "rules") {
-          return Error(it->first, "",
-                       "unknown top-level key '" + key + "'; the only key is 'rules'");
-        }
+  Result<std::vector<Rule>> Parse(const Config& root) {
+    if (!root.Has("")) return std::vector<Rule>{};
+    if (root.IsMap("")) {
+      ASSIGN_OR_RETURN(std::vector<UnknownKey> unknown, root.UnknownKeys("", {"rules"}));
+      if (!unknown.empty()) {
+        return InvalidArgument(
+            fmt::format("{}: unknown top-level key '{}'; the only key is 'rules'",
+                        Line(unknown[0].position), unknown[0].name));
       }
-      // A new handle, not an assignment: assigning yaml-cpp nodes rewrites the
-      // caller's document.
-      const YAML::Node list = root["rules"];
-      if (!list.IsDefined() || list.IsNull()) return std::vector<Rule>{};
+      ASSIGN_OR_RETURN(Config list, root.Sub("rules"));
+      if (!list.Has("")) return std::vector<Rule>{};
       return ParseList(list);
     }
     return ParseList(root);
   }
 
-  Result<std::vector<Rule>> ParseList(const YAML::Node& list) {
-    if (!list.IsSequence()) {
-      return Error(list, "", "expected a list of rules (each a map with name, signal, condition)");
+  Result<std::vector<Rule>> ParseList(const Config& list) {
+    if (!list.IsList("")) {
+      return Error(list, "", "",
+                   "expected a list of rules (each a map with name, signal, condition)");
     }
+    ASSIGN_OR_RETURN(std::vector<Config> items, list.Items(""));
     std::vector<Rule> rules;
     std::set<std::string> names;
-    for (const YAML::Node& item : list) {
+    for (const Config& item : items) {
       ASSIGN_OR_RETURN(Rule r, ParseRule(item));
       if (!names.insert(r.name).second) {
-        return Error(item, r.name, "duplicate rule name; give each rule its own name");
+        return Error(item, "", r.name, "duplicate rule name; give each rule its own name");
       }
       rules.push_back(std::move(r));
     }
@@ -132,192 +124,204 @@ class RuleParser {
   }
 
  private:
-  std::string Where(const YAML::Node& n) const {
-    int line = n.IsDefined() ? n.Mark().line : -1;
-    if (line < 0) line = current_line_;
-    return std::string(origin_) + ":" + std::to_string(line + 1);
+  // "origin:LINE"; a position without a line (a missing key) takes the line
+  // of the rule being parsed.
+  std::string Line(const ConfigPosition& p) const {
+    return fmt::format("{}:{}", p.origin, p.line > 0 ? p.line : current_line_);
   }
 
-  Status Error(const YAML::Node& n, const std::string& rule, const std::string& msg) const {
-    std::string where = Where(n);
+  Status Error(const Config& c, std::string_view key, const std::string& rule,
+               const std::string& msg) const {
+    std::string where = Line(c.Position(key));
     if (!rule.empty()) where += ": rule '" + rule + "'";
     return InvalidArgument(where + ": " + msg);
   }
 
-  Result<std::string> Scalar(const YAML::Node& n, const std::string& rule, const std::string& key) {
-    if (!n.IsScalar()) return Error(n, rule, "'" + key + "' must be a single value");
-    return n.Scalar();
+  Result<std::string> Scalar(const Config& c, std::string_view key, const std::string& rule) {
+    if (!c.IsScalar(key))
+      return Error(c, key, rule, fmt::format("'{}' must be a single value", key));
+    return c.GetString(key, "");
   }
 
-  Result<double> Number(const YAML::Node& n, const std::string& rule, const std::string& key) {
-    ASSIGN_OR_RETURN(std::string s, Scalar(n, rule, key));
-    std::string t(TrimSpace(s));
-    char* end = nullptr;
-    double v = std::strtod(t.c_str(), &end);
-    if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v)) {
-      return Error(n, rule, "'" + key + "': expected a number, got '" + s + "'");
+  Result<double> Number(const Config& c, std::string_view key, const std::string& rule) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(c, key, rule));
+    double v = 0;
+    if (!ParseNumber(s, &v)) {
+      return Error(c, key, rule, fmt::format("'{}': expected a number, got '{}'", key, s));
     }
     return v;
   }
 
-  Result<std::chrono::milliseconds> Duration(const YAML::Node& n, const std::string& rule,
-                                             const std::string& key) {
-    ASSIGN_OR_RETURN(std::string s, Scalar(n, rule, key));
+  Result<std::chrono::milliseconds> Duration(const Config& c, std::string_view key,
+                                             const std::string& rule) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(c, key, rule));
     auto d = ParseDuration(s);
     if (!d.ok()) {
-      return Error(n, rule, "'" + key + "': " + d.status().message() + " (e.g. 30s, 5m, 3d)");
+      return Error(c, key, rule,
+                   fmt::format("'{}': {} (e.g. 30s, 5m, 3d)", key, d.status().message()));
     }
     return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   }
 
-  Status CheckKeys(const YAML::Node& map, const std::string& rule, const std::string& what,
+  // Duplicate keys never get here: Config refuses them when loading.
+  Status CheckKeys(const Config& map, const std::string& rule, const std::string& what,
                    const std::vector<std::string>& known) {
-    std::set<std::string> seen;
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      std::string key = it->first.Scalar();
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        return Error(it->first, rule,
-                     "unknown key '" + key + "' in " + what + "; valid keys: " + Join(known, ", "));
-      }
-      if (!seen.insert(key).second) {
-        return Error(it->first, rule, "key '" + key + "' appears twice in " + what + "; keep one");
-      }
-    }
-    return Status::Ok();
+    ASSIGN_OR_RETURN(std::vector<UnknownKey> unknown, map.UnknownKeys("", known));
+    if (unknown.empty()) return Status::Ok();
+    const UnknownKey& u = unknown[0];
+    std::string where = Line(u.position);
+    if (!rule.empty()) where += ": rule '" + rule + "'";
+    return InvalidArgument(
+        fmt::format("{}: unknown key '{}' in {}{}; valid keys: {}", where, u.name, what,
+                    u.suggestion ? fmt::format(" (did you mean '{}'?)", *u.suggestion) : "",
+                    Join(known, ", ")));
   }
 
-  Result<std::map<std::string, std::string>> StringMap(const YAML::Node& n, const std::string& rule,
-                                                       const std::string& key, bool label_names) {
+  Result<std::map<std::string, std::string>> StringMap(const Config& c, std::string_view key,
+                                                       const std::string& rule, bool label_names) {
     std::map<std::string, std::string> out;
-    if (n.IsNull()) return out;
-    if (!n.IsMap()) return Error(n, rule, "'" + key + "' must be a map of names to strings");
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      std::string k = it->first.Scalar();
+    if (!c.Has(key)) return out;
+    if (!c.IsMap(key)) {
+      return Error(c, key, rule, fmt::format("'{}' must be a map of names to strings", key));
+    }
+    ASSIGN_OR_RETURN(Config map, c.Sub(key));
+    ASSIGN_OR_RETURN(std::vector<std::string> names, map.Keys(""));
+    for (const std::string& k : names) {
       if (label_names && !metrics::ValidLabelName(k)) {
-        return Error(it->first, rule,
+        return Error(map, k, rule,
                      "label name '" + k + "' is not valid; use [a-zA-Z_][a-zA-Z0-9_]*");
       }
       if (label_names && k == "alertname") {
-        return Error(it->first, rule, "label 'alertname' is set from the rule name; remove it");
+        return Error(map, k, rule, "label 'alertname' is set from the rule name; remove it");
       }
-      if (!it->second.IsScalar()) {
-        return Error(it->second, rule, "'" + key + "." + k + "' must be a string");
+      if (!map.IsScalar(k)) {
+        return Error(map, k, rule, fmt::format("'{}.{}' must be a string", key, k));
       }
-      std::string v = it->second.Scalar();
+      ASSIGN_OR_RETURN(std::string v, map.GetString(k, ""));
       auto expanded = ExpandTemplate(v, {}, 0);
       if (!expanded.ok()) {
-        return Error(it->second, rule, "'" + key + "." + k + "': " + expanded.status().message());
+        return Error(map, k, rule, fmt::format("'{}.{}': {}", key, k, expanded.status().message()));
       }
-      if (!out.emplace(k, v).second) {
-        return Error(it->first, rule, "'" + key + "." + k + "' appears twice; keep one");
-      }
+      out.emplace(k, v);
     }
     return out;
   }
 
-  Status ParseCompare(std::string_view text, const YAML::Node& n, const std::string& rule,
-                      StaticCondition* c) {
+  Status ParseCompare(std::string_view text, const Config& c, std::string_view key,
+                      const std::string& rule, StaticCondition* cond) {
     std::string t(TrimSpace(text));
     if (t == ">")
-      c->op = CompareOp::kGt;
+      cond->op = CompareOp::kGt;
     else if (t == ">=")
-      c->op = CompareOp::kGe;
+      cond->op = CompareOp::kGe;
     else if (t == "<")
-      c->op = CompareOp::kLt;
+      cond->op = CompareOp::kLt;
     else if (t == "<=")
-      c->op = CompareOp::kLe;
+      cond->op = CompareOp::kLe;
     else
-      return Error(n, rule, "unknown op '" + t + "'; use >, >=, < or <=");
+      return Error(c, key, rule, "unknown op '" + t + "'; use >, >=, < or <=");
     return Status::Ok();
   }
 
-  Status ParseCondition(const YAML::Node& n, Rule* r) {
-    if (n.IsScalar()) {
+  Status ParseCondition(const Config& n, Rule* r) {
+    if (n.IsScalar("")) {
       // Short form: "> 90".
-      std::string s(TrimSpace(n.Scalar()));
+      ASSIGN_OR_RETURN(std::string text, n.GetString("", ""));
+      std::string s(TrimSpace(text));
       size_t i = 0;
       while (i < s.size() && (s[i] == '>' || s[i] == '<' || s[i] == '=')) ++i;
       if (i == 0) {
-        return Error(n, r->name, "condition '" + s + "': expected e.g. \"> 90\" or a map");
+        return Error(n, "", r->name, "condition '" + s + "': expected e.g. \"> 90\" or a map");
       }
-      RETURN_IF_ERROR(ParseCompare(s.substr(0, i), n, r->name, &r->static_condition));
+      RETURN_IF_ERROR(ParseCompare(s.substr(0, i), n, "", r->name, &r->static_condition));
       std::string num(TrimSpace(std::string_view(s).substr(i)));
-      char* end = nullptr;
-      double v = std::strtod(num.c_str(), &end);
-      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v)) {
-        return Error(n, r->name, "condition '" + s + "': '" + num + "' is not a number");
+      double v = 0;
+      if (!ParseNumber(num, &v)) {
+        return Error(n, "", r->name, "condition '" + s + "': '" + num + "' is not a number");
       }
       r->static_condition.threshold = v;
       r->dynamic = false;
       return Status::Ok();
     }
-    if (!n.IsMap()) {
-      return Error(n, r->name, "condition must be \"> 90\", {op, threshold} or {dynamic: {...}}");
+    if (!n.IsMap("")) {
+      return Error(n, "", r->name,
+                   "condition must be \"> 90\", {op, threshold} or {dynamic: {...}}");
     }
-    if (n["dynamic"]) {
+    // Presence, not Has(): "dynamic:" with nothing under it means all defaults.
+    ASSIGN_OR_RETURN(std::vector<std::string> keys, n.Keys(""));
+    auto present = [&](std::string_view k) {
+      return std::find(keys.begin(), keys.end(), k) != keys.end();
+    };
+    if (present("dynamic")) {
       RETURN_IF_ERROR(CheckKeys(n, r->name, "condition", {"dynamic"}));
-      return ParseDynamic(n["dynamic"], r);
+      ASSIGN_OR_RETURN(Config dynamic, n.Sub("dynamic"));
+      return ParseDynamic(dynamic, r);
     }
-    YAML::Node s = n["static"] ? n["static"] : n;
-    if (n["static"]) RETURN_IF_ERROR(CheckKeys(n, r->name, "condition", {"static", "dynamic"}));
-    if (!s.IsMap()) return Error(s, r->name, "condition.static must be a map {op, threshold}");
+    Config s = n;
+    if (present("static")) {
+      RETURN_IF_ERROR(CheckKeys(n, r->name, "condition", {"static", "dynamic"}));
+      ASSIGN_OR_RETURN(s, n.Sub("static"));
+    }
+    if (!s.IsMap("")) {
+      return Error(s, "", r->name, "condition.static must be a map {op, threshold}");
+    }
     RETURN_IF_ERROR(CheckKeys(s, r->name, "condition", {"op", "threshold"}));
-    if (!s["op"] || !s["threshold"]) {
-      return Error(s, r->name, "a static condition needs 'op' (> >= < <=) and 'threshold'");
+    if (!s.Has("op") || !s.Has("threshold")) {
+      return Error(s, "", r->name, "a static condition needs 'op' (> >= < <=) and 'threshold'");
     }
-    ASSIGN_OR_RETURN(std::string op, Scalar(s["op"], r->name, "op"));
-    RETURN_IF_ERROR(ParseCompare(op, s["op"], r->name, &r->static_condition));
-    ASSIGN_OR_RETURN(r->static_condition.threshold, Number(s["threshold"], r->name, "threshold"));
+    ASSIGN_OR_RETURN(std::string op, Scalar(s, "op", r->name));
+    RETURN_IF_ERROR(ParseCompare(op, s, "op", r->name, &r->static_condition));
+    ASSIGN_OR_RETURN(r->static_condition.threshold, Number(s, "threshold", r->name));
     r->dynamic = false;
     return Status::Ok();
   }
 
-  Status ParseDynamic(const YAML::Node& n, Rule* r) {
+  Status ParseDynamic(const Config& n, Rule* r) {
     r->dynamic = true;
     DynamicCondition& d = r->dynamic_condition;
-    if (n.IsNull()) return Status::Ok();  // all defaults
-    if (!n.IsMap()) return Error(n, r->name, "condition.dynamic must be a map");
+    if (!n.Has("")) return Status::Ok();  // all defaults
+    if (!n.IsMap("")) return Error(n, "", r->name, "condition.dynamic must be a map");
     RETURN_IF_ERROR(CheckKeys(n, r->name, "condition.dynamic",
                               {"sensitivity", "direction", "min_history", "min_samples",
                                "seasonality", "violations", "learn_window", "min_spread"}));
     auto word = [&](const char* key, auto parse, auto* out) -> Status {
-      if (!n[key]) return Status::Ok();
-      ASSIGN_OR_RETURN(std::string s, Scalar(n[key], r->name, key));
+      if (!n.Has(key)) return Status::Ok();
+      ASSIGN_OR_RETURN(std::string s, Scalar(n, key, r->name));
       auto v = parse(s);
-      if (!v.ok()) return Error(n[key], r->name, std::string(key) + ": " + v.status().message());
+      if (!v.ok()) return Error(n, key, r->name, std::string(key) + ": " + v.status().message());
       *out = *v;
       return Status::Ok();
     };
     RETURN_IF_ERROR(word("sensitivity", ParseSensitivity, &d.options.sensitivity));
     RETURN_IF_ERROR(word("direction", ParseDirection, &d.options.direction));
     RETURN_IF_ERROR(word("seasonality", ParseSeasonality, &d.options.seasonality));
-    if (n["min_history"]) {
-      ASSIGN_OR_RETURN(d.options.min_history, Duration(n["min_history"], r->name, "min_history"));
+    if (n.Has("min_history")) {
+      ASSIGN_OR_RETURN(d.options.min_history, Duration(n, "min_history", r->name));
     }
-    if (n["learn_window"]) {
-      ASSIGN_OR_RETURN(d.learn_window, Duration(n["learn_window"], r->name, "learn_window"));
+    if (n.Has("learn_window")) {
+      ASSIGN_OR_RETURN(d.learn_window, Duration(n, "learn_window", r->name));
     }
-    if (n["min_samples"]) {
-      ASSIGN_OR_RETURN(double v, Number(n["min_samples"], r->name, "min_samples"));
+    if (n.Has("min_samples")) {
+      ASSIGN_OR_RETURN(double v, Number(n, "min_samples", r->name));
       if (v < 1 || v != std::floor(v)) {
-        return Error(n["min_samples"], r->name, "min_samples must be a whole number >= 1");
+        return Error(n, "min_samples", r->name, "min_samples must be a whole number >= 1");
       }
       d.options.min_samples = static_cast<size_t>(v);
     }
-    if (n["min_spread"]) {
-      ASSIGN_OR_RETURN(d.options.min_spread, Number(n["min_spread"], r->name, "min_spread"));
+    if (n.Has("min_spread")) {
+      ASSIGN_OR_RETURN(d.options.min_spread, Number(n, "min_spread", r->name));
       if (d.options.min_spread < 0) {
-        return Error(n["min_spread"], r->name, "min_spread must not be negative");
+        return Error(n, "min_spread", r->name, "min_spread must not be negative");
       }
     }
-    if (n["violations"]) {
-      ASSIGN_OR_RETURN(std::string s, Scalar(n["violations"], r->name, "violations"));
+    if (n.Has("violations")) {
+      ASSIGN_OR_RETURN(std::string s, Scalar(n, "violations", r->name));
       int a = 0, b = 0;
       char extra = 0;
       int got = std::sscanf(s.c_str(), " %d of %d %c", &a, &b, &extra);
       if (got == 1 && s.find("of") == std::string::npos) b = a;  // "3" means 3 of 3
       if (!(got == 2 || (got == 1 && b == a)) || a < 1 || b < a || b > 1000) {
-        return Error(n["violations"], r->name,
+        return Error(n, "violations", r->name,
                      "violations '" + s +
                          "': expected \"N of M\" with 1 <= N <= M <= 1000, "
                          "e.g. \"4 of 5\"");
@@ -328,33 +332,38 @@ class RuleParser {
     return Status::Ok();
   }
 
-  Result<Rule> ParseRule(const YAML::Node& n) {
-    if (n.IsDefined() && n.Mark().line >= 0) current_line_ = n.Mark().line;
-    if (!n.IsMap()) return Error(n, "", "each rule must be a map with name, signal, condition");
+  Result<Rule> ParseRule(const Config& n) {
+    if (int line = n.Position("").line; line > 0) current_line_ = line;
+    if (!n.IsMap(""))
+      return Error(n, "", "", "each rule must be a map with name, signal, condition");
     Rule r;
-    r.origin = Where(n);
+    r.origin = Line(n.Position(""));
     std::string name_for_errors;
-    if (n["name"] && n["name"].IsScalar()) name_for_errors = n["name"].Scalar();
+    if (n.IsScalar("name")) {
+      ASSIGN_OR_RETURN(name_for_errors, n.GetString("name", ""));
+    }
     RETURN_IF_ERROR(CheckKeys(
         n, name_for_errors, "a rule",
         {"name", "signal", "aggregation", "window", "condition", "for", "labels", "annotations"}));
-    if (!n["name"]) return Error(n, "", "rule without 'name'; add name: SomeAlertName");
-    ASSIGN_OR_RETURN(r.name, Scalar(n["name"], "", "name"));
+    if (!n.Has("name")) return Error(n, "", "", "rule without 'name'; add name: SomeAlertName");
+    ASSIGN_OR_RETURN(r.name, Scalar(n, "name", ""));
     if (!metrics::ValidMetricName(r.name) || r.name.find(':') != std::string::npos) {
-      return Error(n["name"], "",
+      return Error(n, "name", "",
                    "rule name '" + r.name + "' is not valid; use [A-Za-z_][A-Za-z0-9_]*");
     }
-    if (!n["signal"]) return Error(n, r.name, "missing 'signal' (e.g. signal: cpu_utilization)");
-    ASSIGN_OR_RETURN(std::string sel, Scalar(n["signal"], r.name, "signal"));
+    if (!n.Has("signal")) {
+      return Error(n, "", r.name, "missing 'signal' (e.g. signal: cpu_utilization)");
+    }
+    ASSIGN_OR_RETURN(std::string sel, Scalar(n, "signal", r.name));
     Status st = ParseSelector(sel, &r.signal, &r.matchers);
-    if (!st.ok()) return Error(n["signal"], r.name, st.message());
+    if (!st.ok()) return Error(n, "signal", r.name, st.message());
     const auto& known = KnownSignals();
     if (std::find(known.begin(), known.end(), r.signal) == known.end()) {
-      return Error(n["signal"], r.name,
+      return Error(n, "signal", r.name,
                    "unknown signal '" + r.signal + "'; known signals: " + Join(known, ", "));
     }
-    if (n["aggregation"]) {
-      ASSIGN_OR_RETURN(std::string a, Scalar(n["aggregation"], r.name, "aggregation"));
+    if (n.Has("aggregation")) {
+      ASSIGN_OR_RETURN(std::string a, Scalar(n, "aggregation", r.name));
       if (a == "last")
         r.aggregation = Aggregation::kLast;
       else if (a == "avg")
@@ -366,36 +375,33 @@ class RuleParser {
       else if (a == "p95")
         r.aggregation = Aggregation::kP95;
       else {
-        return Error(n["aggregation"], r.name,
+        return Error(n, "aggregation", r.name,
                      "unknown aggregation '" + a + "'; use avg, min, max, p95 or last");
       }
     }
-    if (n["window"]) {
-      ASSIGN_OR_RETURN(r.window, Duration(n["window"], r.name, "window"));
+    if (n.Has("window")) {
+      ASSIGN_OR_RETURN(r.window, Duration(n, "window", r.name));
     }
     if (r.window.count() == 0 && r.aggregation != Aggregation::kLast) {
-      return Error(n["aggregation"], r.name,
+      return Error(n, "aggregation", r.name,
                    "aggregation '" + std::string(AggregationName(r.aggregation)) +
                        "' needs a window (e.g. window: 5m)");
     }
-    if (!n["condition"]) {
-      return Error(n, r.name, "missing 'condition' (e.g. condition: \"> 90\" or dynamic: {...})");
+    if (!n.Has("condition")) {
+      return Error(n, "", r.name,
+                   "missing 'condition' (e.g. condition: \"> 90\" or dynamic: {...})");
     }
-    RETURN_IF_ERROR(ParseCondition(n["condition"], &r));
-    if (n["for"]) {
-      ASSIGN_OR_RETURN(r.for_duration, Duration(n["for"], r.name, "for"));
+    ASSIGN_OR_RETURN(Config condition, n.Sub("condition"));
+    RETURN_IF_ERROR(ParseCondition(condition, &r));
+    if (n.Has("for")) {
+      ASSIGN_OR_RETURN(r.for_duration, Duration(n, "for", r.name));
     }
-    if (n["labels"]) {
-      ASSIGN_OR_RETURN(r.labels, StringMap(n["labels"], r.name, "labels", true));
-    }
-    if (n["annotations"]) {
-      ASSIGN_OR_RETURN(r.annotations, StringMap(n["annotations"], r.name, "annotations", false));
-    }
+    ASSIGN_OR_RETURN(r.labels, StringMap(n, "labels", r.name, true));
+    ASSIGN_OR_RETURN(r.annotations, StringMap(n, "annotations", r.name, false));
     return r;
   }
 
-  std::string_view origin_;
-  int current_line_ = 0;
+  int current_line_ = 1;
 };
 
 }  // namespace
@@ -609,61 +615,28 @@ double Aggregate(Aggregation a, const std::vector<Point>& points) {
   return std::nan("");
 }
 
-Result<std::vector<Rule>> ParseRulesNode(const YAML::Node& node, std::string_view origin) {
-  try {
-    return RuleParser(origin).Parse(node);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp throws on conversions of malformed nodes; report where.
-    return InvalidArgument(std::string(origin) + ":" + std::to_string(e.mark.line + 1) + ": " +
-                           e.msg);
-  }
-}
+Result<std::vector<Rule>> ParseRules(const Config& rules) { return RuleParser().Parse(rules); }
 
 Result<std::vector<Rule>> ParseRules(std::string_view yaml_text, std::string_view origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string(origin) + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+  ASSIGN_OR_RETURN(Config doc, Config::LoadDocument(yaml_text, origin));
+  return ParseRules(doc);
+}
+
+Result<std::vector<Rule>> ParseRulesAt(const Config& document, std::string_view key) {
+  ASSIGN_OR_RETURN(Config list, document.Sub(key));
+  if (!list.Has("")) return std::vector<Rule>{};
+  if (!list.IsList("")) {
+    ConfigPosition p = list.Position("");
+    return InvalidArgument(
+        fmt::format("{}:{}: '{}' must be a list of rules", p.origin, p.line, list.prefix()));
   }
-  return ParseRulesNode(root, origin);
+  return ParseRules(list);
 }
 
 Result<std::vector<Rule>> ParseRulesAt(std::string_view yaml_text, std::string_view origin,
                                        std::string_view key) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string(origin) + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
-  }
-  // Walk the dotted key with const nodes so nothing is inserted.
-  std::vector<YAML::Node> path{root};
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t dot = key.find('.', start);
-    if (dot == std::string_view::npos) dot = key.size();
-    std::string part(key.substr(start, dot - start));
-    const YAML::Node& cur = path.back();
-    if (!cur.IsDefined() || cur.IsNull()) return std::vector<Rule>{};
-    if (!cur.IsMap()) {
-      return InvalidArgument(std::string(origin) + ":" + std::to_string(cur.Mark().line + 1) +
-                             ": '" + std::string(key.substr(0, start ? start - 1 : 0)) +
-                             "' must be a map to hold '" + std::string(key) + "'");
-    }
-    const YAML::Node& ccur = cur;
-    path.push_back(ccur[part]);
-    start = dot + 1;
-  }
-  const YAML::Node& node = path.back();
-  if (!node.IsDefined() || node.IsNull()) return std::vector<Rule>{};
-  if (!node.IsSequence()) {
-    return InvalidArgument(std::string(origin) + ":" + std::to_string(node.Mark().line + 1) +
-                           ": '" + std::string(key) + "' must be a list of rules");
-  }
-  return ParseRulesNode(node, origin);
+  ASSIGN_OR_RETURN(Config doc, Config::LoadString(yaml_text, origin));
+  return ParseRulesAt(doc, key);
 }
 
 Result<std::vector<Rule>> LoadRulesFile(const std::string& path) {

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <filesystem>
@@ -222,13 +221,41 @@ alerts:
   EXPECT_FALSE(bad.ok());
 }
 
-TEST(AlertRules, ParseRulesNodeLeavesTheDocumentAlone) {
-  YAML::Node doc = YAML::Load("rules:\n  - {name: A, signal: load1, condition: '> 4'}\n");
-  auto r = ParseRulesNode(doc, "inline");
+TEST(AlertRules, ParseRulesOfALoadedDocumentLeavesTheDocumentAlone) {
+  auto doc =
+      Config::LoadString("rules:\n  - {name: A, signal: load1, condition: '> 4'}\n", "inline");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto r = ParseRules(*doc);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->size(), 1u);
-  EXPECT_TRUE(doc.IsMap());
-  EXPECT_TRUE(doc["rules"].IsSequence());
+  EXPECT_TRUE(doc->IsMap(""));
+  EXPECT_TRUE(doc->IsList("rules"));
+}
+
+TEST(AlertRules, UnknownKeysSuggestTheClosestValidKey) {
+  std::string e = ParseError("rules:\n  - name: A\n    signal: load1\n    condtion: '> 4'\n");
+  EXPECT_NE(e.find("rules.yaml:4: rule 'A': unknown key 'condtion' in a rule (did you mean "
+                   "'condition'?); valid keys: name, signal"),
+            std::string::npos)
+      << e;
+}
+
+TEST(AlertRules, RulesOfAMergedConfigNameTheFileEachValueCameFrom) {
+  auto base = Config::LoadString(
+      "alerts:\n  rules:\n    - {name: A, signal: load1, condition: '> 4'}\n", "agent.yaml");
+  auto site = Config::LoadString(
+      "# site\nalerts:\n  rules:\n    - {name: A, signal: load1, condition: '> 4'}\n"
+      "    - {name: B, signal: load1, condition: '> 4', for: soon}\n",
+      "site.yaml");
+  ASSERT_TRUE(base.ok() && site.ok());
+  auto r = ParseRulesAt(base->Merge(*site), "alerts.rules");  // the list is replaced
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("site.yaml:5: rule 'B': 'for'"), std::string::npos)
+      << r.status().message();
+  auto ok = ParseRulesAt(*base, "alerts.rules");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].origin, "agent.yaml:3");
 }
 
 TEST(AlertRules, LoadRulesFileNamesMissingPath) {

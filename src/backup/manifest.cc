@@ -6,22 +6,12 @@
 #include <unordered_set>
 
 #include "gantry/backup/backup.h"
+#include "json_integer.h"
 
 namespace gantry::backup {
 namespace {
 
-// nlohmann's get<integer>() converts a JSON float with a plain cast, which is
-// undefined behaviour when the value is out of range (fuzz_backup_manifest:
-// "max_bytes": 1e26). Integer fields must be JSON integers; anything else is
-// the type_error the parser already reports as a mistyped field.
-template <typename T>
-T Integer(const Json& v) {
-  if (!v.is_number_integer()) {
-    throw Json::type_error::create(
-        302, "type must be an integer, but is " + std::string(v.type_name()), &v);
-  }
-  return v.get<T>();
-}
+using internal::Integer;
 
 std::string_view TypeName(EntryType t) {
   switch (t) {

@@ -10,10 +10,8 @@
 
 #include "cli.h"
 #include "gantry/advise/advise.h"
-#include "gantry/core/config.h"
 #include "gantry/core/json.h"
 #include "gantry/core/table.h"
-#include "gantry/core/units.h"
 
 namespace gantry::cli {
 namespace {
@@ -28,7 +26,7 @@ struct AdviseFlags {
   std::string mfu_from;
   bool markdown = false;
   int top = 5;
-  // Overrides of workload fields; kept as text and applied only when given.
+  // Workload flags given (advise::WorkloadFlags names -> text), laid over the file.
   std::map<std::string, std::string> set;
   // commit
   std::string size;
@@ -38,7 +36,6 @@ struct AdviseFlags {
   // catalog
   bool dump = false;
 };
-
 
 Result<advise::Catalog> LoadCatalog(const AdviseFlags& f) {
   Result<advise::Catalog> cat =
@@ -61,130 +58,6 @@ Result<advise::Discounts> DiscountsFrom(const AdviseFlags& f) {
   return d;
 }
 
-// Flag name -> workload key (the YAML spelling), so flags and files share one
-// parser and one set of checks.
-const std::map<std::string, std::string>& FlagKeys() {
-  static const auto* keys = new std::map<std::string, std::string>{
-      {"stage", "stage"},
-      {"kind", "kind"},
-      {"name", "name"},
-      {"params", "model.params"},
-      {"layers", "model.layers"},
-      {"hidden", "model.hidden"},
-      {"heads", "model.heads"},
-      {"kv-heads", "model.kv_heads"},
-      {"head-dim", "model.head_dim"},
-      {"precision", "@.precision"},
-      {"optimizer", "training.optimizer"},
-      {"zero-stage", "training.zero_stage"},
-      {"tensor-parallel", "training.tensor_parallel"},
-      {"pipeline-parallel", "training.pipeline_parallel"},
-      {"recompute", "training.recompute"},
-      {"sequence", "training.sequence"},
-      {"micro-batch", "training.micro_batch"},
-      {"tokens", "training.tokens"},
-      {"kv-cache", "inference.kv_cache"},
-      {"context", "inference.context"},
-      {"batch", "inference.batch"},
-      {"prompt-tokens", "inference.prompt_tokens"},
-      {"output-tokens", "inference.output_tokens"},
-      {"target-token-ms", "inference.target_token_ms"},
-      {"target-first-token-ms", "inference.target_first_token_ms"},
-      {"target-rps", "inference.target_rps"},
-      {"hours-per-month", "inference.hours_per_month"},
-      {"region", "constraints.region"},
-      {"deadline", "constraints.deadline"},
-      {"budget", "constraints.budget_usd"},
-      {"max-nodes", "constraints.max_nodes"},
-      {"objective", "constraints.objective"},
-      {"interruptible", "constraints.interruptible"},
-      {"mfu", "performance.mfu"},
-      {"evictions-per-hour", "performance.evictions_per_hour"},
-      {"restart", "performance.restart"},
-      {"ckpt-write-gbps", "performance.ckpt_write_gbps"},
-  };
-  return *keys;
-}
-
-// Writes `value` at dotted `key` into a YAML tree held as nested maps.
-struct Node {
-  std::string scalar;
-  std::map<std::string, Node> children;
-};
-
-void Put(Node* root, const std::string& key, const std::string& value) {
-  Node* n = root;
-  size_t start = 0;
-  while (true) {
-    size_t dot = key.find('.', start);
-    n = &n->children[key.substr(start, dot - start)];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  n->scalar = value;
-}
-
-std::string Emit(const Node& n, int indent) {
-  std::string out;
-  for (const auto& [k, child] : n.children) {
-    out += std::string(indent, ' ') + k + ":";
-    if (child.children.empty()) {
-      out += " " + Json(child.scalar).dump() + "\n";  // a JSON string is a valid YAML scalar
-    } else {
-      out += "\n" + Emit(child, indent + 2);
-    }
-  }
-  return out;
-}
-
-// The workload: the file (if any) with the flags laid over it, parsed once.
-Result<advise::Workload> BuildWorkload(const AdviseFlags& f) {
-  Node root;
-  std::string origin = "<flags>";
-  std::string stage;
-  if (!f.workload.empty()) {
-    ASSIGN_OR_RETURN(Config file, Config::LoadFile(f.workload));
-    if (f.set.empty()) return advise::ParseWorkload(file);
-    // Merge: read the file's scalars back through Config so the flags can
-    // override them one key at a time.
-    std::vector<std::string> stack = {""};
-    while (!stack.empty()) {
-      std::string prefix = stack.back();
-      stack.pop_back();
-      ASSIGN_OR_RETURN(std::vector<std::string> keys, file.Keys(prefix));
-      for (const std::string& k : keys) {
-        std::string full = prefix.empty() ? k : prefix + "." + k;
-        if (file.IsScalar(full)) {
-          ASSIGN_OR_RETURN(std::string v, file.GetString(full, ""));
-          Put(&root, full, v);
-        } else {
-          stack.push_back(full);
-        }
-      }
-    }
-    origin = f.workload + " with flags";
-    ASSIGN_OR_RETURN(stage, file.GetString("stage", ""));
-  }
-  if (auto it = f.set.find("stage"); it != f.set.end()) stage = it->second;
-  const std::string section =
-      stage.rfind("inf", 0) == 0 || stage.rfind("serv", 0) == 0 ? "inference" : "training";
-  for (const auto& [flag, value] : f.set) {
-    std::string key = FlagKeys().at(flag);
-    if (key.rfind("@.", 0) == 0) key = section + key.substr(1);
-    if (key.rfind("training.", 0) == 0 && section != "training") {
-      return InvalidArgument(fmt::format("--{} applies to training; this workload is inference",
-                                         flag));
-    }
-    if (key.rfind("inference.", 0) == 0 && section != "inference") {
-      return InvalidArgument(fmt::format(
-          "--{} applies to inference; pass --stage inference (the workload is training)", flag));
-    }
-    Put(&root, key, value);
-  }
-  ASSIGN_OR_RETURN(Config cfg, Config::LoadString(Emit(root, 0), origin));
-  return advise::ParseWorkload(cfg);
-}
-
 int RunRecommend(const AdviseFlags& f) {
   if (f.workload.empty() && f.set.find("stage") == f.set.end()) {
     std::cerr << "gantry advise: give --workload workload.yaml or at least --stage, --params and "
@@ -195,7 +68,7 @@ int RunRecommend(const AdviseFlags& f) {
     std::cerr << "gantry advise: --top " << f.top << " must be >= 1\n";
     return kExitUsage;
   }
-  Result<advise::Workload> w = BuildWorkload(f);
+  Result<advise::Workload> w = advise::LoadWorkload(f.workload, f.set);
   if (!w.ok()) return Fail("advise", w.status());
   if (!f.mfu_from.empty()) {
     if (f.set.count("mfu")) {
@@ -274,7 +147,9 @@ int RunCatalog(const AdviseFlags& f) {
                        {"spot", p.spot ? Json(*p.spot) : Json(nullptr)},
                        {"source", s.source}});
     }
-    std::cout << Json{{"version", 1}, {"catalog", cat->origin()}, {"region", f.region},
+    std::cout << Json{{"version", 1},
+                      {"catalog", cat->origin()},
+                      {"region", f.region},
                       {"sizes", sizes}}
                      .dump(2)
               << "\n";
@@ -295,8 +170,9 @@ int RunCatalog(const AdviseFlags& f) {
               s.infiniband_gbps > 0 ? fmt::format("{:g}", s.infiniband_gbps) : "-",
               Num(p.payg, "{:.3f}"), Num(p.spot, "{:.3f}")});
   }
-  std::cout << t.Render() << fmt::format("\ncatalog: {}; prices for {} ({} per VM hour)\n",
-                                         cat->origin(), f.region, cat->currency());
+  std::cout << t.Render()
+            << fmt::format("\ncatalog: {}; prices for {} ({} per VM hour)\n", cat->origin(),
+                           f.region, cat->currency());
   return kExitOk;
 }
 
@@ -331,57 +207,16 @@ void RegisterAdvise(CLI::App& app, Action* action) {
   AddDiscountFlags(cmd, flags.get());
   cmd->add_option("--workload", flags->workload, "Workload YAML (format: docs/advise.md)");
   cmd->add_flag("--markdown", flags->markdown, "A short Markdown report instead of the table");
-  cmd->add_option("--mfu-from", flags->mfu_from,
-                  "Take the MFU from a `gantry bench gemm --json` or `gantry doctor --json` report "
-                  "of a GPU node (applies to that GPU model; optimistic: a GEMM is an upper bound)");
+  cmd->add_option(
+      "--mfu-from", flags->mfu_from,
+      "Take the MFU from a `gantry bench gemm --json` or `gantry doctor --json` report "
+      "of a GPU node (applies to that GPU model; optimistic: a GEMM is an upper bound)");
   cmd->add_option("--top", flags->top, "Candidates to show and explain")->capture_default_str();
-  struct FlagHelp {
-    const char* name;
-    const char* help;
-  };
-  static const FlagHelp kOverrides[] = {
-      {"stage", "training or inference"},
-      {"kind", "generative, complex or small"},
-      {"name", "a name for the report"},
-      {"params", "parameters: 8B, 70B, 1.5e9, 125M"},
-      {"layers", "transformer layers"},
-      {"hidden", "hidden size (d_model)"},
-      {"heads", "attention heads"},
-      {"kv-heads", "key/value heads (GQA)"},
-      {"head-dim", "head dimension (default hidden/heads)"},
-      {"precision", "training: fp32, bf16, fp16; inference weights: also fp8, int8, int4"},
-      {"optimizer", "adam, adamw, sgd-momentum, sgd"},
-      {"zero-stage", "0-3 or auto (lowest that fits)"},
-      {"tensor-parallel", "training tensor-parallel degree"},
-      {"pipeline-parallel", "training pipeline-parallel degree"},
-      {"recompute", "activation recompute: none, selective, full"},
-      {"sequence", "training sequence length"},
-      {"micro-batch", "training micro-batch per GPU"},
-      {"tokens", "training tokens (all epochs): 2B, 1T"},
-      {"kv-cache", "KV-cache precision"},
-      {"context", "tokens held per sequence (default prompt + output)"},
-      {"batch", "concurrent sequences per replica"},
-      {"prompt-tokens", "prompt tokens of a typical request"},
-      {"output-tokens", "output tokens of a typical request"},
-      {"target-token-ms", "target time per output token, ms"},
-      {"target-first-token-ms", "target time to first token, ms"},
-      {"target-rps", "requests per second to serve (all replicas)"},
-      {"hours-per-month", "serving hours per month (default 730)"},
-      {"region", "Azure region for prices (default eastus)"},
-      {"deadline", "training wall-clock limit: 48h, 3d"},
-      {"budget", "USD: training per run, inference per month"},
-      {"max-nodes", "most VMs to consider (default 16)"},
-      {"objective", "rank by cost (default) or time"},
-      {"interruptible", "true/false: may the work be evicted (spot)"},
-      {"mfu", "measured model FLOPs utilisation, 0-1 (default per GPU in the catalog)"},
-      {"evictions-per-hour", "spot evictions per VM hour (default 0.05)"},
-      {"restart", "time to recover from an eviction (default 10m)"},
-      {"ckpt-write-gbps", "checkpoint write GB/s per VM (default 2)"},
-  };
-  for (const FlagHelp& o : kOverrides) {
-    std::string name = o.name;
+  for (const advise::WorkloadFlag& o : advise::WorkloadFlags()) {
+    std::string name(o.name);
     cmd->add_option_function<std::string>(
-           "--" + name, [flags, name](const std::string& v) { flags->set[name] = v; }, o.help)
+           "--" + name, [flags, name](const std::string& v) { flags->set[name] = v; },
+           std::string(o.help))
         ->group("Workload (override --workload fields)");
   }
   cmd->callback([cmd, flags, action] {
@@ -402,8 +237,9 @@ void RegisterAdvise(CLI::App& app, Action* action) {
   commit->add_option("--size", flags->size, "VM size, e.g. Standard_ND96isr_H100_v5")->required();
   commit->add_option("--region", flags->region, "Region for prices")->capture_default_str();
   commit->add_option("--nodes", flags->nodes, "Number of VMs")->capture_default_str();
-  commit->add_option("--utilization", flags->utilization,
-                     "Share of the month the VMs are needed, (0, 1]")
+  commit
+      ->add_option("--utilization", flags->utilization,
+                   "Share of the month the VMs are needed, (0, 1]")
       ->capture_default_str();
   commit->callback([flags, action] {
     *action = [flags] {

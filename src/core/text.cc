@@ -1,5 +1,6 @@
 #include "gantry/core/text.h"
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 #include <string>
@@ -30,6 +31,9 @@ bool ReadNumber(std::string_view s, size_t* pos, size_t min_digits, size_t max_d
   *out = v;
   return true;
 }
+
+// Not std::tolower: that follows the C locale, and these helpers promise ASCII.
+char LowerChar(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 bool Expect(std::string_view s, size_t* pos, char c) {
   if (*pos >= s.size() || s[*pos] != c) return false;
@@ -76,6 +80,61 @@ std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = LowerChar(c);
+  return out;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](char x, char y) { return LowerChar(x) == LowerChar(y); });
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  // Three rows suffice: a transposition looks two rows back.
+  std::vector<size_t> prev2(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+      }
+    }
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> ClosestMatch(std::string_view word,
+                                        const std::vector<std::string>& candidates,
+                                        size_t max_distance) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& c : candidates) {
+    size_t d = EditDistance(word, c);
+    if (d <= max_distance && (best == nullptr || d < best_distance)) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return *best;
 }
 
 std::string FormatUtc(std::chrono::system_clock::time_point t, const char* format) {

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace gantry {
 namespace {
@@ -50,6 +52,69 @@ TEST(JsonPlainPrefix8Test, EveryByteAtEveryPosition) {
       }
     }
   }
+}
+
+TEST(TextTest, Join) {
+  EXPECT_EQ(Join({}, ", "), "");
+  EXPECT_EQ(Join({"a"}, ", "), "a");
+  EXPECT_EQ(Join({"a", "", "c"}, "; "), "a; ; c");
+}
+
+TEST(TextTest, AsciiCase) {
+  EXPECT_EQ(AsciiLower("Standard_ND96 H100"), "standard_nd96 h100");
+  EXPECT_EQ(AsciiLower("\xc3\x89T\xc3\x89"), "\xc3\x89t\xc3\x89");  // UTF-8 bytes untouched
+  EXPECT_TRUE(EqualsIgnoreCase("EastUS", "eastus"));
+  EXPECT_FALSE(EqualsIgnoreCase("eastus", "eastus2"));
+  EXPECT_FALSE(EqualsIgnoreCase("a", "b"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+}
+
+TEST(TextTest, ParseNumberTakesAWholeDecimalNumber) {
+  int64_t i = 0;
+  EXPECT_TRUE(ParseNumber(" 42\n", &i));
+  EXPECT_EQ(i, 42);
+  EXPECT_TRUE(ParseNumber("-7", &i));
+  EXPECT_EQ(i, -7);
+  EXPECT_TRUE(ParseNumber("+7", &i));
+  EXPECT_EQ(i, 7);
+  for (std::string_view bad : {"", " ", "4x", "0x10", "1.5", "+-1", "+", "99999999999999999999"}) {
+    EXPECT_FALSE(ParseNumber(bad, &i)) << bad;
+  }
+  uint32_t u = 0;
+  EXPECT_FALSE(ParseNumber("-1", &u));
+  EXPECT_FALSE(ParseNumber("4294967296", &u));
+  EXPECT_TRUE(ParseNumber("4294967295", &u));
+  EXPECT_EQ(u, std::numeric_limits<uint32_t>::max());
+
+  double d = 0;
+  EXPECT_TRUE(ParseNumber("-2.5e3", &d));
+  EXPECT_DOUBLE_EQ(d, -2500);
+  EXPECT_TRUE(ParseNumber("+0.75", &d));
+  EXPECT_DOUBLE_EQ(d, 0.75);
+  for (std::string_view bad : {"inf", "-inf", "nan", "1e999", "1.5x", "0x1p3", ""}) {
+    EXPECT_FALSE(ParseNumber(bad, &d)) << bad;
+  }
+}
+
+TEST(TextTest, EditDistanceCountsTranspositionsAsOneEdit) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("abc", ""), 3u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+  EXPECT_EQ(EditDistance("ranks", "ranks"), 0u);
+  EXPECT_EQ(EditDistance("rnaks", "ranks"), 1u);  // adjacent transposition
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("memroy", "memory"), 1u);
+  EXPECT_EQ(EditDistance("ca", "abc"), 3u);  // optimal string alignment, not Damerau
+}
+
+TEST(TextTest, ClosestMatchPrefersTheFirstNearest) {
+  const std::vector<std::string> known = {"ranks", "iters", "ranges"};
+  EXPECT_EQ(ClosestMatch("rnaks", known, 2), "ranks");
+  EXPECT_EQ(ClosestMatch("rankes", known, 2), "ranks");  // ranks and ranges both 1 away: first
+  EXPECT_EQ(ClosestMatch("colour", known, 2), std::nullopt);
+  EXPECT_EQ(ClosestMatch("iter", known, 0), std::nullopt);
+  EXPECT_EQ(ClosestMatch("iter", known, 1), "iters");
+  EXPECT_EQ(ClosestMatch("x", {}, 5), std::nullopt);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "gantry/core/text.h"
 #include "stats_internal.h"
 
 namespace gantry::drift {
@@ -27,12 +28,6 @@ using internal::PairwiseSum;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Status CheckSortedNoNaN(std::span<const double> v, const char* name) {
   for (size_t i = 0; i < v.size(); ++i) {
@@ -296,7 +291,7 @@ std::string_view BinningName(Binning b) {
 }
 
 Result<Binning> ParseBinning(std::string_view text) {
-  std::string t = Lower(text);
+  std::string t = AsciiLower(text);
   if (t == "sturges") return Binning::kSturges;
   if (t == "doane") return Binning::kDoane;
   if (t == "fixed" || t == "uniform" || t == "equal") return Binning::kFixed;
@@ -780,7 +775,7 @@ std::string_view StatTestName(StatTest t) {
 }
 
 Result<StatTest> ParseStatTest(std::string_view text) {
-  std::string t = Lower(text);
+  std::string t = AsciiLower(text);
   if (t == "ks" || t == "kolmogorov_smirnov") return StatTest::kKs;
   if (t == "wasserstein" || t == "wasserstein_normed") return StatTest::kWasserstein;
   if (t == "psi") return StatTest::kPsi;

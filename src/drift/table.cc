@@ -10,14 +10,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "gantry/core/json.h"
+#include "gantry/core/text.h"
 #include "gantry/drift/drift.h"
 
 namespace gantry::drift {
@@ -46,26 +48,12 @@ bool ParseDouble(std::string_view s, double* out) {
   return ec == std::errc() && p == end;
 }
 
+// " (did you mean 'x'?)" for a misspelt header, or "".
 std::string Suggest(std::string_view word, const std::vector<ColumnSpec>& cols) {
-  // Levenshtein distance, to say "did you mean" for a misspelt header.
-  size_t best = std::numeric_limits<size_t>::max();
-  std::string best_name;
-  for (const ColumnSpec& c : cols) {
-    const std::string& b = c.name;
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= word.size(); ++i) {
-      cur[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (word[i - 1] != b[j - 1])});
-      }
-      std::swap(prev, cur);
-    }
-    if (prev[b.size()] < best) best = prev[b.size()], best_name = b;
-  }
-  if (best <= std::max<size_t>(2, word.size() / 3))
-    return fmt::format(" (did you mean '{}'?)", best_name);
-  return "";
+  std::vector<std::string> names;
+  for (const ColumnSpec& c : cols) names.push_back(c.name);
+  std::optional<std::string> best = ClosestMatch(word, names, std::max<size_t>(2, word.size() / 3));
+  return best ? fmt::format(" (did you mean '{}'?)", *best) : "";
 }
 
 // Per-block, per-column accumulation.

@@ -6,59 +6,16 @@
 #include <algorithm>
 #include <set>
 
+#include "gantry/core/text.h"
 #include "gantry/health/profile.h"
 
 namespace gantry::health {
 namespace {
 
-// Levenshtein distance, for "did you mean" suggestions.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string Suggest(const std::string& id, const std::map<std::string, CheckFactory>& known) {
-  std::string best;
-  size_t best_d = std::string::npos;
-  for (const auto& [name, factory] : known) {
-    size_t d = EditDistance(id, name);
-    if (d < best_d) {
-      best_d = d;
-      best = name;
-    }
-  }
-  // More than a third of the name changed is a different word, not a typo.
-  if (best.empty() || best_d > std::max<size_t>(2, id.size() / 3)) return "";
-  return best;
-}
-
-std::string KnownList(const std::map<std::string, CheckFactory>& known) {
-  std::string out;
-  for (const auto& [name, factory] : known) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
-// Where `checks.<id>` is written: the last layer (the overlay) that names it,
-// since that is the file the user edits; the merged text otherwise.
-std::string LocateCheck(const Profile& profile, const std::string& id) {
-  const std::string key = "checks." + id;
-  const auto& layers = profile.layers();
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    if ((*it)->Has(key)) return (*it)->Locate(key);
-  }
-  return profile.config().Locate(key);
+std::vector<std::string> Names(const std::map<std::string, CheckFactory>& known) {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : known) names.push_back(name);
+  return names;
 }
 
 }  // namespace
@@ -154,37 +111,25 @@ Result<std::vector<std::unique_ptr<Check>>> BuildChecks(const Profile& profile,
                                                         const Registry* registry) {
   const Registry& reg = registry != nullptr ? *registry : DefaultRegistry();
   if (!reg.duplicates().empty()) {
-    std::string ids;
-    for (const auto& d : reg.duplicates()) ids += (ids.empty() ? "" : ", ") + d;
-    return Internal(fmt::format("check ids registered twice: {} (a bug in Gantry)", ids));
+    return Internal(fmt::format("check ids registered twice: {} (a bug in Gantry)",
+                                Join(reg.duplicates(), ", ")));
   }
   std::vector<std::unique_ptr<Check>> checks;
   for (const std::string& id : profile.check_ids()) {
+    const std::string key = "checks." + id;
     auto it = reg.factories().find(id);
     if (it == reg.factories().end()) {
-      std::string hint = Suggest(id, reg.factories());
-      return InvalidArgument(
-          fmt::format("{}: unknown check '{}'{} (known checks: {})", LocateCheck(profile, id), id,
-                      hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint),
-                      KnownList(reg.factories())));
+      const std::vector<std::string> known = Names(reg.factories());
+      // More than a third of the name changed is a different word, not a typo.
+      std::optional<std::string> hint = ClosestMatch(id, known, std::max<size_t>(2, id.size() / 3));
+      return InvalidArgument(fmt::format(
+          "{}: unknown check '{}'{} (known checks: {})", profile.config().Locate(key), id,
+          hint ? fmt::format("; did you mean '{}'?", *hint) : "", Join(known, ", ")));
     }
-    const std::string key = "checks." + id;
+    // The merged config's values keep the file and line they were written
+    // at, so the factory's messages name the user's file where it set them.
     Result<std::unique_ptr<Check>> check = it->second(profile.config(), key);
-    if (!check.ok()) {
-      // The merged text's line numbers are not the user's: if building from
-      // the layer that wrote this check gives the same kind of error, report
-      // that one, which names the real file and line.
-      const auto& layers = profile.layers();
-      for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
-        if (!(*l)->Has(key) || (*l)->IsScalar(key)) continue;
-        Result<std::unique_ptr<Check>> again = it->second(**l, key);
-        if (!again.ok() && again.status().code() == check.status().code()) {
-          return again.status();
-        }
-        break;
-      }
-      return check.status();
-    }
+    if (!check.ok()) return check.status();
     if (*check == nullptr) return Internal(fmt::format("check '{}': factory returned null", id));
     if ((*check)->name() != id) {
       return Internal(

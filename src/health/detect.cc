@@ -19,15 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-
-template <typename T>
-bool ParseNumber(std::string_view s, T* out) {
-  s = TrimSpace(s);
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 // Splits "key<TAB>: value" lines (the /proc/cpuinfo and /proc/meminfo format).
 std::pair<std::string_view, std::string_view> KeyValue(std::string_view line) {
   size_t colon = line.find(':');
@@ -88,7 +79,9 @@ std::string RootPath(const std::string& root, std::string_view path) {
 Result<std::vector<int>> ParseIdList(std::string_view text) {
   std::vector<int> ids;
   std::string_view rest = TrimSpace(text);
-  auto bad = [&] { return InvalidArgument("bad CPU/node list '" + std::string(TrimSpace(text)) + "'"); };
+  auto bad = [&] {
+    return InvalidArgument("bad CPU/node list '" + std::string(TrimSpace(text)) + "'");
+  };
   if (rest.empty()) return ids;
   while (true) {
     size_t comma = rest.find(',');

@@ -42,6 +42,7 @@
 #include <sstream>
 
 #include "gantry/config.h"
+#include "gantry/core/text.h"
 #include "gantry/core/units.h"
 #include "gantry/health/check.h"
 #include "gantry/health/nvml.h"
@@ -61,15 +62,6 @@ constexpr char kFaultRowRemap[] = "NHC2007";
 constexpr char kFaultNvLink[] = "NHC2016";
 constexpr char kFaultBandwidth[] = "NHC2020";
 constexpr char kFaultSetup[] = "NHCNA";
-
-std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
 
 // The parameters of one check at `key` ("checks.gpu_ecc"). `gpu_ecc: true`
 // or an empty entry means "all defaults".

@@ -67,12 +67,12 @@
 #include "gantry/core/config.h"
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
+#include "gantry/core/subprocess.h"
+#include "gantry/core/text.h"
 #include "gantry/core/units.h"
 #include "gantry/health/check.h"
 #include "gantry/health/detect.h"
 #include "gantry/health/nvml.h"
-#include "gantry/core/subprocess.h"
-#include "gantry/core/text.h"
 
 namespace gantry::health {
 namespace {
@@ -83,15 +83,6 @@ namespace fs = std::filesystem;
 // Small helpers
 
 // <root><path>, without a doubled slash when root is "/".
-
-
-template <typename T>
-bool ParseNumber(std::string_view s, T* out) {
-  s = TrimSpace(s);
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
 
 // The leading number of "400 Gb/sec (4X NDR)" or "4: ACTIVE".
 bool LeadingNumber(std::string_view s, double* out) {
@@ -131,15 +122,6 @@ bool Exists(const std::string& path) {
   return fs::exists(path, ec);
 }
 
-std::string JoinStrings(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& s : items) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
-
 CheckResult Make(std::string name, Outcome outcome, std::string message, std::string measured = "",
                  std::string threshold = "", std::string fault = "") {
   CheckResult r;
@@ -175,7 +157,7 @@ Result<bool> ExpectParamMap(const Config& c, const std::string& key,
     Result<bool> on = c.GetBool(key, true);
     if (on.ok() && *on) return false;
     return InvalidArgument(fmt::format("{}: expected a map of parameters ({}) or true",
-                                       c.Locate(key), JoinStrings(known, ", ")));
+                                       c.Locate(key), Join(known, ", ")));
   }
   RETURN_IF_ERROR(c.CheckKnownKeys(key, known));
   return true;
@@ -394,10 +376,10 @@ class CpuCheck : public Check {
     compare("sockets", sockets, cpu->sockets);
     compare("cores", cores, cpu->cores);
     compare("threads", threads, cpu->threads);
-    const std::string threshold = want.empty() ? "" : "== " + JoinStrings(want, ", ");
+    const std::string threshold = want.empty() ? "" : "== " + Join(want, ", ");
     if (!wrong.empty()) {
       return Make(name(), Outcome::kFail,
-                  "found " + JoinStrings(wrong, ", ") +
+                  "found " + Join(wrong, ", ") +
                       ": CPUs are offline or the VM is not the size the profile is for; check "
                       "/sys/devices/system/cpu/online and the profile",
                   measured, threshold);
@@ -601,10 +583,10 @@ class FilesystemsCheck : public Check {
         }
       }
     }
-    const std::string measured = JoinStrings(found, "; ");
-    const std::string threshold = JoinStrings(wanted, "; ");
+    const std::string measured = Join(found, "; ");
+    const std::string threshold = Join(wanted, "; ");
     if (!problems.empty()) {
-      return Make(name(), Outcome::kFail, JoinStrings(problems, "; "), measured, threshold);
+      return Make(name(), Outcome::kFail, Join(problems, "; "), measured, threshold);
     }
     return Make(name(), Outcome::kPass, measured, measured, threshold);
   }
@@ -688,7 +670,7 @@ class NvmeCheck : public Check {
     std::vector<std::string> thresholds;
     if (count) thresholds.push_back(fmt::format(">= {} NVMe", *count));
     if (!scratch.empty()) thresholds.push_back(scratch + " mounted");
-    const std::string threshold = JoinStrings(thresholds, ", ");
+    const std::string threshold = Join(thresholds, ", ");
     if (count && n.count < *count) {
       return Make(name(), Outcome::kFail,
                   fmt::format("found {} NVMe namespaces ({}), expected {}: a local NVMe disk is "
@@ -779,7 +761,7 @@ class NetworkCheck : public Check {
                     "'ip link'",
                     "0 up", threshold);
       }
-      return Make(name(), Outcome::kPass, "up: " + JoinStrings(ups, ", "),
+      return Make(name(), Outcome::kPass, "up: " + Join(ups, ", "),
                   fmt::format("{} up", ups.size()), threshold);
     }
     std::vector<std::string> problems, states;
@@ -794,11 +776,11 @@ class NetworkCheck : public Check {
       states.push_back(n + " " + state);
       if (!i.up()) problems.push_back(fmt::format("{} is {}", n, state));
     }
-    const std::string threshold = "up: " + JoinStrings(up, ", ");
-    const std::string measured = JoinStrings(states, ", ");
+    const std::string threshold = "up: " + Join(up, ", ");
+    const std::string measured = Join(states, ", ");
     if (!problems.empty()) {
       return Make(name(), Outcome::kFail,
-                  JoinStrings(problems, "; ") +
+                  Join(problems, "; ") +
                       ": bring it up ('ip link set <if> up'), check its cable/driver in dmesg",
                   measured, threshold);
     }
@@ -849,8 +831,8 @@ class AcceleratedNetworkingCheck : public Check {
                   "no accelerated networking VF found (not required by this profile)", "none",
                   threshold);
     }
-    return Make(name(), Outcome::kPass, "SR-IOV VF: " + JoinStrings(vfs, ", "),
-                JoinStrings(vfs, ", "), threshold);
+    return Make(name(), Outcome::kPass, "SR-IOV VF: " + Join(vfs, ", "), Join(vfs, ", "),
+                threshold);
   }
 };
 
@@ -900,7 +882,7 @@ class InfinibandCheck : public Check {
     std::vector<std::string> thresholds;
     if (count) thresholds.push_back(fmt::format(">= {} active", *count));
     if (rate_gbps) thresholds.push_back(fmt::format(">= {:g} Gb/s", *rate_gbps));
-    const std::string threshold = JoinStrings(thresholds, ", ");
+    const std::string threshold = Join(thresholds, ", ");
     if (matched.empty()) {
       if (!count && !rate_gbps) {
         return Make(name(), Outcome::kSkip,
@@ -933,18 +915,18 @@ class InfinibandCheck : public Check {
       return Make(name(), Outcome::kFail,
                   fmt::format("{} of {} ports active (down: {}): check the cable/switch port "
                               "('ibstat'), then report the node",
-                              active, matched.size(), JoinStrings(down, ", ")),
+                              active, matched.size(), Join(down, ", ")),
                   measured, threshold);
     }
     if (!slow.empty()) {
       return Make(name(), Outcome::kFail,
                   fmt::format("ports below {:g} Gb/s: {}: the link trained at a lower speed; "
                               "report the node",
-                              *rate_gbps, JoinStrings(slow, ", ")),
+                              *rate_gbps, Join(slow, ", ")),
                   measured, threshold, "NHC2003");
     }
     std::string message = measured;
-    if (!down.empty()) message += " (down: " + JoinStrings(down, ", ") + ")";
+    if (!down.empty()) message += " (down: " + Join(down, ", ") + ")";
     return Make(name(), Outcome::kPass, message, measured, threshold);
   }
 };
@@ -1029,17 +1011,17 @@ class ServicesCheck : public Check {
     const std::string how = systemctl.empty() ? "process" : "systemd";
     const std::string measured =
         fmt::format("{} of {} running ({})", running, services.size(), how);
-    const std::string threshold = "running: " + JoinStrings(services, ", ");
+    const std::string threshold = "running: " + Join(services, ", ");
     if (!problems.empty()) {
-      std::string message = JoinStrings(problems, "; ");
-      if (!errors.empty()) message += "; could not ask about " + JoinStrings(errors, "; ");
+      std::string message = Join(problems, "; ");
+      if (!errors.empty()) message += "; could not ask about " + Join(errors, "; ");
       return Make(name(), Outcome::kFail, message, measured, threshold);
     }
     if (!errors.empty()) {
-      return Make(name(), Outcome::kError, "systemctl failed: " + JoinStrings(errors, "; "),
-                  measured, threshold);
+      return Make(name(), Outcome::kError, "systemctl failed: " + Join(errors, "; "), measured,
+                  threshold);
     }
-    return Make(name(), Outcome::kPass, JoinStrings(states, ", "), measured, threshold);
+    return Make(name(), Outcome::kPass, Join(states, ", "), measured, threshold);
   }
 };
 
@@ -1154,10 +1136,10 @@ class ContainersCheck : public Check {
     consider("enroot", enroot, enroot_bin, "install enroot (github.com/NVIDIA/enroot releases)");
     consider("pyxis", pyxis, pyxis_at,
              "install pyxis and add 'required spank_pyxis.so' to /etc/slurm/plugstack.conf");
-    const std::string measured = found.empty() ? "none" : JoinStrings(found, ", ");
-    const std::string threshold = JoinStrings(wanted, ", ");
+    const std::string measured = found.empty() ? "none" : Join(found, ", ");
+    const std::string threshold = Join(wanted, ", ");
     if (!missing.empty()) {
-      return Make(name(), Outcome::kFail, JoinStrings(missing, "; "), measured, threshold);
+      return Make(name(), Outcome::kFail, Join(missing, "; "), measured, threshold);
     }
     if (wanted.empty())
       return Make(name(), Outcome::kSkip, "nothing required", measured, threshold);
@@ -1470,7 +1452,7 @@ class DiskBandwidthCheck : public Check {
     std::vector<std::string> thresholds;
     if (min_write_gbs > 0) thresholds.push_back("write >= " + Gbs(min_write_gbs));
     if (min_read_gbs > 0) thresholds.push_back("read >= " + Gbs(min_read_gbs));
-    const std::string threshold = JoinStrings(thresholds, ", ");
+    const std::string threshold = Join(thresholds, ", ");
     const std::string detail =
         fmt::format("{} {} in {}{}{}", FormatSize(r->bytes), r->direct ? "O_DIRECT" : "buffered",
                     target, r->direct ? "" : " (O_DIRECT not supported there)", note);
@@ -1487,12 +1469,12 @@ class DiskBandwidthCheck : public Check {
       return Make(name(), Outcome::kFail,
                   fmt::format("{}: the scratch disk is slow (a missing NVMe in the array, a "
                               "throttled disk or another job doing I/O); {}",
-                              JoinStrings(slow, ", "), detail),
+                              Join(slow, ", "), detail),
                   measured, threshold);
     }
     if (!near.empty()) {
       return Make(name(), Outcome::kWarn,
-                  fmt::format("within 5% of the minimum: {}; {}", JoinStrings(near, ", "), detail),
+                  fmt::format("within 5% of the minimum: {}; {}", Join(near, ", "), detail),
                   measured, threshold);
     }
     return Make(name(), Outcome::kPass, measured + "; " + detail, measured, threshold);

@@ -1,19 +1,20 @@
 // Health profiles: loading, `extends` chains and overlays, built-in lookup.
 //
-// Each source text (a built-in or a user's file) is first loaded on its own as
-// a gantry::Config, so syntax errors and wrong types name that file and line.
-// The chain is then merged with yaml-cpp into one YAML text, which is loaded
-// again as the profile's Config: the checks read their parameters from that.
+// Each source text (a built-in or a user's file) is loaded on its own as a
+// gantry::Config and checked, so syntax errors and wrong types name that file
+// and line. The chain is then laid together with Config::Merge into the
+// profile's Config, which the checks read their parameters from; every value
+// in it still names the file and line it was written at.
 #include "gantry/health/profile.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 
 #include "gantry/core/json.h"
+#include "gantry/core/text.h"
 
 namespace gantry::health {
 namespace internal {
@@ -24,20 +25,8 @@ namespace {
 
 constexpr size_t kMaxExtendsDepth = 16;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string BuiltinOrigin(std::string_view stem) {
   return fmt::format("data/health/{}.yaml", stem);
-}
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 bool ValidCheckId(std::string_view id) {
@@ -49,19 +38,14 @@ bool ValidCheckId(std::string_view id) {
 
 // One source text, validated on its own.
 struct Layer {
-  std::string origin;
-  std::string text;
-  std::shared_ptr<Config> config;
-  YAML::Node root;
+  std::shared_ptr<const Config> config;
   std::string name, extends;
 };
 
 Result<Layer> LoadLayer(std::string_view text, std::string_view origin) {
   Layer layer;
-  layer.origin = std::string(origin);
-  layer.text = std::string(text);
   ASSIGN_OR_RETURN(Config cfg, Config::LoadString(text, origin));
-  layer.config = std::make_shared<Config>(std::move(cfg));
+  layer.config = std::make_shared<const Config>(std::move(cfg));
   const Config& c = *layer.config;
   RETURN_IF_ERROR(c.CheckKnownKeys("", {"name", "description", "vm_sizes", "extends", "checks"}));
   ASSIGN_OR_RETURN(layer.name, c.GetString("name", ""));
@@ -78,7 +62,7 @@ Result<Layer> LoadLayer(std::string_view text, std::string_view origin) {
   }
   ASSIGN_OR_RETURN(layer.extends, c.GetString("extends", ""));
   if (c.Has("checks")) {
-    if (c.IsScalar("checks") || !c.Keys("checks").ok()) {
+    if (!c.IsMap("checks")) {
       return InvalidArgument(
           fmt::format("{}: expected a map of check ids to parameters (cpu: {{sockets: 2}}), a list "
                       "or false",
@@ -102,74 +86,56 @@ Result<Layer> LoadLayer(std::string_view text, std::string_view origin) {
       }
     }
   }
-  // yaml-cpp throws; the text already parsed above, but nothing may escape.
-  try {
-    layer.root = YAML::Load(layer.text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("{}: invalid YAML: {}", origin, e.what()));
-  }
-  if (!layer.root.IsMap()) layer.root = YAML::Node(YAML::NodeType::Map);
   return layer;
 }
 
-// Maps merge key by key; anything else replaces.
-YAML::Node MergeValue(const YAML::Node& base, const YAML::Node& overlay) {
-  if (!base.IsMap() || !overlay.IsMap()) return YAML::Clone(overlay);
-  YAML::Node out(YAML::NodeType::Map);
-  out.SetStyle(overlay.Style());  // {a: 1} stays on one line in --show-profile
-  std::set<std::string> done;
-  for (const auto& entry : base) {
-    const std::string key = entry.first.Scalar();
-    YAML::Node o = overlay[key];
-    out[key] = o.IsDefined() ? MergeValue(entry.second, o) : YAML::Clone(entry.second);
-    done.insert(key);
+// What a layer says about the check at `key`: off (false), on with the
+// parameters it already has or defaults (true, or nothing), or parameters.
+enum class CheckSetting { kOff, kOn, kParameters };
+
+CheckSetting SettingOf(const Config& layer, const std::string& key) {
+  if (!layer.Has(key)) return CheckSetting::kOn;  // "memory:" with nothing after it
+  if (!layer.IsScalar(key)) return CheckSetting::kParameters;
+  // LoadLayer let through only true/false spellings here.
+  return layer.GetBool(key, true).value_or(true) ? CheckSetting::kOn : CheckSetting::kOff;
+}
+
+// `layer` laid over `merged` with Config::Merge: name, description and
+// vm_sizes replace (vm_sizes as a whole list); a check's parameters merge key
+// by key (maps merge, scalars and lists replace); `false` removes a check;
+// `true` or nothing enables it, keeping the parameters it has (an empty map
+// when it is new); new checks follow in the layer's order.
+Result<Config> Apply(const Config& merged, const Config& layer) {
+  ASSIGN_OR_RETURN(Config overlay, layer.Without("extends"));
+  // "checks:" with nothing under it changes no check (a null would clear them all).
+  if (!layer.Has("checks")) {
+    ASSIGN_OR_RETURN(overlay, overlay.Without("checks"));
   }
-  for (const auto& entry : overlay) {
-    const std::string key = entry.first.Scalar();
-    if (done.count(key) == 0) out[key] = YAML::Clone(entry.second);
-  }
-  return out;
-}
-
-struct Merged {
-  std::string name, description;
-  YAML::Node vm_sizes;
-  std::vector<std::pair<std::string, YAML::Node>> checks;  // enabled, in order
-};
-
-bool IsFalse(const YAML::Node& n) {
-  if (!n.IsScalar()) return false;
-  std::string v = Lower(n.Scalar());
-  return v == "false" || v == "no" || v == "off";
-}
-bool IsTrue(const YAML::Node& n) {
-  if (n.IsNull()) return true;
-  if (!n.IsScalar()) return false;
-  std::string v = Lower(n.Scalar());
-  return v == "true" || v == "yes" || v == "on";
-}
-
-void Apply(Merged* m, const YAML::Node& root) {
-  if (root["name"]) m->name = root["name"].Scalar();
-  if (root["description"]) m->description = root["description"].Scalar();
-  if (root["vm_sizes"]) m->vm_sizes = YAML::Clone(root["vm_sizes"]);
-  YAML::Node checks = root["checks"];
-  if (!checks || !checks.IsMap()) return;
-  for (const auto& entry : checks) {
-    const std::string id = entry.first.Scalar();
-    auto it = std::find_if(m->checks.begin(), m->checks.end(),
-                           [&](const auto& c) { return c.first == id; });
-    const YAML::Node& value = entry.second;
-    if (IsFalse(value)) {
-      if (it != m->checks.end()) m->checks.erase(it);
-    } else if (IsTrue(value)) {
-      if (it == m->checks.end()) m->checks.emplace_back(id, YAML::Node(YAML::NodeType::Map));
-    } else if (it == m->checks.end()) {
-      m->checks.emplace_back(id, YAML::Clone(value));
-    } else {
-      it->second = MergeValue(it->second, value);
+  ASSIGN_OR_RETURN(std::vector<std::string> have, merged.Keys("checks"));
+  ASSIGN_OR_RETURN(std::vector<std::string> ids, layer.Keys("checks"));
+  std::vector<std::string> off;
+  for (const std::string& id : ids) {
+    const std::string key = "checks." + id;
+    switch (SettingOf(layer, key)) {
+      case CheckSetting::kOff:
+        off.push_back(key);
+        break;
+      case CheckSetting::kOn:
+        if (std::find(have.begin(), have.end(), id) != have.end()) {
+          ASSIGN_OR_RETURN(overlay, overlay.Without(key));
+        } else {
+          ASSIGN_OR_RETURN(overlay, overlay.With(key, Config::Empty(layer.origin())));
+        }
+        break;
+      case CheckSetting::kParameters:
+        break;
     }
   }
+  Config out = merged.Merge(overlay);
+  for (const std::string& key : off) {
+    ASSIGN_OR_RETURN(out, out.Without(key));
+  }
+  return out;
 }
 
 }  // namespace
@@ -178,45 +144,18 @@ void Apply(Merged* m, const YAML::Node& root) {
 // Profile so that it fills the private fields.
 struct ProfileBuilder {
   static Result<Profile> Make(const std::vector<Layer>& layers) {
-    Merged m;
-    for (const Layer& l : layers) Apply(&m, l.root);
-    YAML::Emitter out;
-    out << YAML::BeginMap;
-    out << YAML::Key << "name" << YAML::Value << m.name;
-    if (!m.description.empty()) out << YAML::Key << "description" << YAML::Value << m.description;
-    out << YAML::Key << "vm_sizes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-    std::vector<std::string> sizes;
-    if (m.vm_sizes && m.vm_sizes.IsSequence()) {
-      for (const auto& s : m.vm_sizes) {
-        sizes.push_back(s.Scalar());
-        out << s.Scalar();
-      }
-    }
-    out << YAML::EndSeq;
-    out << YAML::Key << "checks" << YAML::Value << YAML::BeginMap;
-    std::vector<std::string> ids;
-    for (const auto& [id, params] : m.checks) {
-      out << YAML::Key << id << YAML::Value << params;
-      ids.push_back(id);
-    }
-    out << YAML::EndMap << YAML::EndMap;
-    if (!out.good()) {
-      return Internal(
-          fmt::format("profile '{}': emitting the merged YAML: {}", m.name, out.GetLastError()));
+    Config merged = Config::Empty("");
+    for (const Layer& l : layers) {
+      ASSIGN_OR_RETURN(merged, Apply(merged, *l.config));
     }
     Profile p;
-    p.yaml_ = std::string(out.c_str()) + "\n";
-    ASSIGN_OR_RETURN(Config merged,
-                     Config::LoadString(p.yaml_, fmt::format("<merged profile {}>", m.name)));
+    ASSIGN_OR_RETURN(p.name_, merged.GetString("name", ""));
+    ASSIGN_OR_RETURN(p.description_, merged.GetString("description", ""));
+    ASSIGN_OR_RETURN(p.vm_sizes_, merged.GetStringList("vm_sizes"));
+    ASSIGN_OR_RETURN(p.check_ids_, merged.Keys("checks"));
+    p.yaml_ = merged.ToYaml();
     p.config_ = std::make_shared<Config>(std::move(merged));
-    p.name_ = m.name;
-    p.description_ = m.description;
-    p.vm_sizes_ = std::move(sizes);
-    p.check_ids_ = std::move(ids);
-    for (const Layer& l : layers) {
-      p.layers_.push_back(l.config);
-      p.sources_.emplace_back(l.origin, l.text);
-    }
+    for (const Layer& l : layers) p.layers_.push_back(l.config);
     return p;
   }
 
@@ -237,7 +176,7 @@ struct ProfileBuilder {
       if (it == internal::kBuiltinProfiles.end()) {
         return InvalidArgument(fmt::format("{}: 'extends: {}' is not a built-in profile ({})",
                                            top.config->Locate("extends"), top.extends,
-                                           JoinNames(Profile::BuiltinNames())));
+                                           Join(Profile::BuiltinNames(), ", ")));
       }
       ASSIGN_OR_RETURN(Layer base, LoadLayer(it->second, BuiltinOrigin(it->first)));
       ASSIGN_OR_RETURN(out, Resolve(std::move(base), chain));
@@ -256,20 +195,18 @@ struct ProfileBuilder {
   static Result<Profile> Extend(const Profile& base, const Profile& overlay) {
     std::vector<Layer> layers;
     std::set<std::string> seen;
-    auto add = [&](const Profile& p, bool skip_seen) -> Status {
-      for (const auto& [origin, text] : p.sources_) {
-        if (skip_seen && seen.count(origin) != 0) continue;
-        seen.insert(origin);
-        ASSIGN_OR_RETURN(Layer l, LoadLayer(text, origin));
-        layers.push_back(std::move(l));
+    auto add = [&](const Profile& p, bool skip_seen) {
+      for (const std::shared_ptr<const Config>& l : p.layers_) {
+        if (skip_seen && seen.count(l->origin()) != 0) continue;
+        seen.insert(l->origin());
+        layers.push_back(Layer{l, "", ""});
       }
-      return Status();
     };
-    RETURN_IF_ERROR(add(base, false));
+    add(base, false);
     // Layers the base already has (an overlay that extends generic, over a
     // profile that extends generic too) are not applied twice: that would
     // undo the base's own settings.
-    RETURN_IF_ERROR(add(overlay, true));
+    add(overlay, true);
     return Make(layers);
   }
 };
@@ -285,7 +222,7 @@ Result<Profile> Profile::Builtin(std::string_view name) {
     return p;
   }
   return NotFound(fmt::format("no built-in health profile '{}'; built-in profiles: {}", name,
-                              JoinNames(BuiltinNames())));
+                              Join(BuiltinNames(), ", ")));
 }
 
 std::vector<std::string> Profile::BuiltinNames() {
@@ -305,12 +242,12 @@ Result<Profile> Profile::LoadString(std::string_view yaml, std::string_view orig
 }
 
 Result<Profile> Profile::ForVmSize(std::string_view vm_size, bool* known) {
-  const std::string want = Lower(vm_size);
+  const std::string want = AsciiLower(vm_size);
   if (!want.empty()) {
     for (const std::string& name : BuiltinNames()) {
       ASSIGN_OR_RETURN(Profile p, Builtin(name));
       for (const std::string& s : p.vm_sizes()) {
-        if (Lower(s) == want) {
+        if (AsciiLower(s) == want) {
           if (known != nullptr) *known = true;
           return p;
         }

@@ -115,6 +115,51 @@ TEST(ProfileTest, ExtendAppliesAUsersOverlayWithoutReapplyingSharedBases) {
   EXPECT_THAT(merged->check_ids(), ::testing::Not(Contains("nvme")));
 }
 
+TEST(ProfileTest, TurningOffACheckKeepsEveryOtherChecksParameters) {
+  // gemm sits in the middle of H100's checks; the checks after it must keep
+  // their own parameters when an overlay removes it.
+  Result<Profile> h100 = Profile::Builtin("nd96isr_h100_v5");
+  ASSERT_TRUE(h100.ok()) << h100.status().ToString();
+  Result<Profile> overlay = Profile::LoadString(
+      "name: site\nchecks:\n  gemm: false\n  nvme: {count: 2}\n  swap: true\n  memory:\n"
+      "  gpu_xid: {window: 4h}\n",
+      "site.yaml");
+  ASSERT_TRUE(overlay.ok()) << overlay.status().ToString();
+  Result<Profile> merged = h100->Extend(*overlay);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_THAT(merged->check_ids(), ::testing::Not(Contains("gemm")));
+  const Config& c = merged->config();
+  EXPECT_EQ(*c.GetInt("checks.nvme.count", 0), 2);
+  EXPECT_FALSE(c.Has("checks.nvme.rate_gbps"));
+  EXPECT_EQ(*c.GetInt("checks.infiniband.rate_gbps", 0), 400);
+  EXPECT_EQ(*c.GetInt("checks.infiniband.count", 0), 8);
+  EXPECT_EQ(*c.GetInt("checks.gpu_count.count", 0), 8);
+  EXPECT_TRUE(*c.GetBool("checks.gpu_persistence.required", false));
+  EXPECT_EQ(*c.GetInt("checks.gpu_ecc.dram_max", 0), 20000000);
+  EXPECT_EQ(*c.GetString("checks.gpu_xid.window", ""), "4h");
+  EXPECT_FALSE(c.Has("checks.gpu_thermal.min_h2d_gbs"));
+  EXPECT_EQ(*c.GetInt("checks.gpu_bandwidth.min_h2d_gbs", 0), 48);
+  EXPECT_EQ(*c.GetSize("checks.swap.max", 1), 0u);               // true keeps the base's parameters
+  EXPECT_EQ(*c.GetString("checks.memory.tolerance", ""), "5%");  // so does no value
+  // Values name the file they came from.
+  EXPECT_EQ(c.Locate("checks.nvme.count"), "site.yaml:4:17: key 'checks.nvme.count'");
+  EXPECT_THAT(c.Locate("checks.infiniband.rate_gbps"),
+              ::testing::StartsWith("data/health/nd96isr_h100_v5.yaml:"));
+  // And the merged text says the same.
+  Result<Profile> again = Profile::LoadString(merged->yaml(), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->check_ids(), merged->check_ids());
+  EXPECT_EQ(*again->config().GetInt("checks.infiniband.rate_gbps", 0), 400);
+}
+
+TEST(ProfileTest, EmptyChecksInAnOverlayChangeNothing) {
+  Result<Profile> p = Profile::LoadString("name: site\nextends: generic\nchecks:\n", "site.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Result<Profile> generic = Profile::Builtin("generic");
+  ASSERT_TRUE(generic.ok());
+  EXPECT_EQ(p->check_ids(), generic->check_ids());
+}
+
 TEST(ProfileTest, ForVmSize) {
   bool known = false;
   Result<Profile> h100 = Profile::ForVmSize("standard_nd96isr_h100_v5", &known);

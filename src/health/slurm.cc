@@ -15,17 +15,6 @@ constexpr std::chrono::seconds kScontrolTimeout{10};
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-
-char Upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Upper(a[i]) != Upper(b[i])) return false;
-  }
-  return true;
-}
-
 bool HasGantryPrefix(std::string_view reason) {
   return TrimSpace(reason).substr(0, kSlurmReasonPrefix.size()) == kSlurmReasonPrefix;
 }

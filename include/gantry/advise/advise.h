@@ -18,6 +18,7 @@
 // reason so users can see why.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -101,6 +102,26 @@ struct Workload {
 // durations accept "48h". Unknown keys are refused with a suggestion; errors
 // name file:line and key.
 Result<Workload> ParseWorkload(const Config& config);
+// A workload field that `gantry advise` also takes as a flag (--params 70B).
+struct WorkloadFlag {
+  std::string_view name;  // the flag without "--": "params"
+  std::string_view key;   // the workload key it sets: "model.params"; "@.x" is x of the
+                          // stage's section (training.x or inference.x)
+  std::string_view help;  // for --help: "parameters: 8B, 70B, 1.5e9, 125M"
+};
+// Every workload flag, in the order --help lists them.
+const std::vector<WorkloadFlag>& WorkloadFlags();
+
+// The workload file at `path` (none when empty) with `flags` (WorkloadFlag
+// name -> the value as typed) laid over it with Config::WithOverrides, so the
+// flags and the file share one parser and one set of checks. The flags'
+// values are typed as in a file; errors about them name "command-line flags"
+// and the key, errors about the file's values its file and line. Errors also:
+// those of Config::LoadFile, a flag of the other stage ("--batch applies to
+// inference; pass --stage inference (the workload is training)"), and an
+// unknown flag name (the caller's bug).
+Result<Workload> LoadWorkload(const std::string& path,
+                              const std::map<std::string, std::string>& flags);
 // "8B" -> 8e9; "1.5e9", "125M", "2T", "7k"; InvalidArgument names `what`.
 Result<double> ParseCount(std::string_view what, std::string_view text);
 // Cross-field checks (params given, stage-specific requirements, ranges).

@@ -65,15 +65,12 @@
 #include <string_view>
 #include <vector>
 
-#include "gantry/alerting/dynamic_threshold.h"
 #include "gantry/agent/history.h"
+#include "gantry/alerting/dynamic_threshold.h"
 #include "gantry/alerting/notify.h"  // Alert
+#include "gantry/core/config.h"
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
-
-namespace YAML {
-class Node;
-}
 
 namespace gantry::agent {
 
@@ -139,14 +136,17 @@ struct Rule {
 // violations ("N of M" with 1 <= N <= M), an invalid label name, a template
 // that is not understood, or a duplicate rule name.
 Result<std::vector<Rule>> ParseRules(std::string_view yaml_text, std::string_view origin);
-// The same for an already-parsed node (a `rules:` list or a map holding one),
-// e.g. the `alerts.rules` section of agent.yaml.
-Result<std::vector<Rule>> ParseRulesNode(const YAML::Node& node, std::string_view origin);
+// The same for a loaded document or a view of one (a `rules:` list or a map
+// holding one). Messages name the file and line each value was written at,
+// also in a merged config.
+Result<std::vector<Rule>> ParseRules(const Config& rules);
 // Reads and parses a file; NotFound naming the path when it does not exist.
 Result<std::vector<Rule>> LoadRulesFile(const std::string& path);
-// The rules list at dotted `key` of a larger document (e.g. "alerts.rules" in
-// agent.yaml), with line numbers of the whole text; an absent key gives no
-// rules. Errors as ParseRules, plus a key whose parent is not a map.
+// The rules list at dotted `key` of a larger document (e.g. "alerts.rules" of
+// agent.yaml, already loaded); an absent key gives no rules. Errors as
+// ParseRules, plus a key that holds no list or whose parent is not a map.
+Result<std::vector<Rule>> ParseRulesAt(const Config& document, std::string_view key);
+// The same for a document given as text.
 Result<std::vector<Rule>> ParseRulesAt(std::string_view yaml_text, std::string_view origin,
                                        std::string_view key);
 

@@ -2,12 +2,17 @@
 #pragma once
 
 #include <bit>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "gantry/core/status.h"
 
@@ -22,6 +27,44 @@ std::string EscapeMarkup(std::string_view s, bool attribute = true);
 // `s` without leading and trailing whitespace (isspace: space, \t, \n, \v,
 // \f, \r).
 std::string_view TrimSpace(std::string_view s);
+
+// `parts` with `separator` between them: Join({"a", "b"}, ", ") is "a, b".
+std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+
+// ASCII lower case of `s` (other bytes, UTF-8 included, are kept).
+std::string AsciiLower(std::string_view s);
+// True when `a` and `b` are equal ignoring ASCII case.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// Parses all of `s` (leading and trailing whitespace ignored) as a decimal
+// number of type T: an optional sign, digits and, for floating-point T, a
+// fraction and an exponent ("-2.5e3"). No hexadecimal, no thousands
+// separators; floating-point values must be finite ("inf" and "nan" fail).
+// Returns false and leaves *out unspecified when `s` is not such a number or
+// does not fit in T.
+template <typename T>
+bool ParseNumber(std::string_view s, T* out) {
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>);
+  s = TrimSpace(s);
+  // from_chars takes '-' but not '+'; "+-1" stays an error.
+  if (s.size() > 1 && s.front() == '+' && s[1] != '-') s.remove_prefix(1);
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  if (ec != std::errc() || end != s.data() + s.size()) return false;
+  if constexpr (std::is_floating_point_v<T>) return std::isfinite(*out);
+  return true;
+}
+
+// Optimal string alignment distance: Levenshtein (insertions, deletions,
+// substitutions) plus transpositions of adjacent characters, so the common
+// typo "rnaks" is one edit from "ranks". For did-you-mean suggestions.
+size_t EditDistance(std::string_view a, std::string_view b);
+// The first of `candidates` with the smallest EditDistance to `word`, when
+// that distance is at most `max_distance`; nullopt otherwise (or when
+// `candidates` is empty).
+std::optional<std::string> ClosestMatch(std::string_view word,
+                                        const std::vector<std::string>& candidates,
+                                        size_t max_distance);
 
 // Standard base64 (RFC 4648 section 4, '+' '/', with '=' padding).
 std::string Base64Encode(std::string_view bytes);

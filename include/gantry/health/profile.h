@@ -14,10 +14,13 @@
 //     gpu_ecc: {dram_max: 20000000, sram_correctable_max: 10000}
 //     gpu_nvlink: false              # false turns off a check inherited via extends
 //
-// Merging (extends, and Extend() with a user's file): a check present in the
-// overlay replaces the base's parameters key by key (maps merge, scalars and
-// lists replace); `false` removes it; new checks append in the overlay's
-// order.
+// Merging (extends, and Extend() with a user's file), with Config::Merge: a
+// check present in the overlay replaces the base's parameters key by key
+// (maps merge, scalars and lists replace, a parameter with no value goes back
+// to the check's default); `false` removes it; `true` or no value enables it
+// with the parameters it has (defaults when new); new checks append in the
+// overlay's order. name, description and vm_sizes (a whole list) replace the
+// base's.
 //
 // Check parameters (all optional unless marked; sizes "1900G", durations
 // "2h", percentages "5%"):
@@ -39,8 +42,8 @@
 //   gpu_count:    count (required)
 //   gpu_persistence: required (bool, default true)
 //   gpu_driver:   version (exact, optional); always checks all GPUs agree
-//   gpu_ecc:      dram_max (aggregate DRAM errors), sram_correctable_max; any SRAM uncorrectable fails
-//   gpu_row_remap: pending and failed remaps fail (retired pages pending on pre-Ampere)
+//   gpu_ecc:      dram_max (aggregate DRAM errors), sram_correctable_max; any SRAM uncorrectable
+//   fails gpu_row_remap: pending and failed remaps fail (retired pages pending on pre-Ampere)
 //   gpu_xid:      window (default 2h), codes (default the reference's list), logs (extra files)
 //   gpu_clocks:   fail_on (list of reason names: hw_slowdown, sw_thermal, hw_thermal,
 //                 power_brake; default none: logged as warn only)
@@ -81,14 +84,15 @@ class Profile {
   const std::vector<std::string>& vm_sizes() const { return vm_sizes_; }
   // Enabled check ids in order.
   const std::vector<std::string>& check_ids() const { return check_ids_; }
-  // The merged profile as YAML; parameters of check `id` are at "checks.<id>".
+  // The merged profile; parameters of check `id` are at "checks.<id>". Every
+  // value names the file and line it was written at (the built-in or the
+  // user's file), so errors about it point at the line to edit.
   const Config& config() const { return *config_; }
-  // The merged YAML text (for `gantry health --show-profile`).
+  // The merged profile as YAML text (for `gantry health --show-profile`);
+  // it loads back as the same profile.
   const std::string& yaml() const { return yaml_; }
-  // The source texts this profile was merged from, base first, each loaded
-  // with its own origin ("data/health/generic.yaml", the user's file): for
-  // messages that name the file and line the user wrote (the merged text's
-  // lines are not theirs).
+  // The files this profile was merged from, base first, each loaded on its
+  // own ("data/health/generic.yaml", the user's file).
   const std::vector<std::shared_ptr<const Config>>& layers() const { return layers_; }
 
  private:
@@ -98,7 +102,6 @@ class Profile {
   std::vector<std::string> check_ids_;
   std::shared_ptr<Config> config_;
   std::vector<std::shared_ptr<const Config>> layers_;
-  std::vector<std::pair<std::string, std::string>> sources_;  // {origin, text}, as layers_
 };
 
 }  // namespace gantry::health
