@@ -13,7 +13,9 @@ function(gantry_add_test)
     set(T_TIMEOUT 300)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main gantry_options)
+  # gantry_testing (src/testing): the shared fakes, fixtures and CLI runner.
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} gantry_testing GTest::gtest GTest::gmock
+                        GTest::gtest_main gantry_options)
   target_compile_definitions(${T_NAME} PRIVATE
     GANTRY_SOURCE_DIR="${CMAKE_SOURCE_DIR}" GANTRY_BINARY_DIR="${CMAKE_BINARY_DIR}")
   gtest_discover_tests(${T_NAME}

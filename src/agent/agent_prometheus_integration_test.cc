@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../health/fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 #include "gantry/agent/agent.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"

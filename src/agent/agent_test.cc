@@ -3,8 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../core/fake_root.h"
-#include "../health/fake_nvml/test_scenario.h"
+#include "testing/fake_root.h"
+#include "testing/fake_nvml_scenario.h"
 #include "gantry/core/http_client.h"
 
 namespace gantry::agent {

@@ -3,7 +3,7 @@
 
 #include <optional>
 
-#include "../health/fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 #include "gantry/agent/collector.h"
 #include "gantry/health/nvml.h"
 

@@ -12,7 +12,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 
 namespace gantry::agent {
 namespace {

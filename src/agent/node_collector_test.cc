@@ -3,7 +3,7 @@
 
 #include <optional>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 #include "gantry/agent/collector.h"
 
 namespace gantry::agent {

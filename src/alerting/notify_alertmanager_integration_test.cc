@@ -16,8 +16,8 @@
 #include <mutex>
 #include <thread>
 
-#include "../core/fake_root.h"
-#include "../core/http_test_server.h"
+#include "testing/fake_root.h"
+#include "testing/http_test_server.h"
 #include "gantry/alerting/notify.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/http_server.h"

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "../core/fake_root.h"
-#include "../core/http_test_server.h"
+#include "testing/fake_root.h"
+#include "testing/http_test_server.h"
 #include "gantry/core/http_server.h"
 
 namespace gantry::alerting {

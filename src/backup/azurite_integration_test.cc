@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "../storage/azurite_fixture.h"
+#include "testing/azurite_fixture.h"
 #include "backup_suite.h"
 #include "testing/gantry_cli.h"
 

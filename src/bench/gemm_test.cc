@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 #include "gantry/config.h"
 
 namespace gantry::bench {

@@ -33,11 +33,16 @@ Options Opts(const std::string& root) {
   return o;
 }
 
-[[noreturn]] void SaveForever(const std::string& root) {
+// Writes one byte to `ready_fd` once the run is open and saving starts, so the
+// parent's random delay falls inside the save loop however slowly the child
+// started (a loaded CI machine spends most of a short delay in fork and Open).
+[[noreturn]] void SaveForever(const std::string& root, int ready_fd) {
   auto m = CheckpointManager::Open(Opts(root));
   if (!m.ok()) ::_exit(3);
   int64_t step = 1;
   if (auto latest = (*m)->Latest(); latest.ok()) step = latest->step + 1;
+  char one = 1;
+  if (::write(ready_fd, &one, 1) != 1) ::_exit(5);
   for (;; ++step) {
     State s(step, kFloats);
     Status st = step % 2 ? (*m)->Save(step, s.Views()) : (*m)->SaveAsync(step, s.Views());
@@ -53,10 +58,19 @@ TEST(SigkillTest, LatestAlwaysLoadsAfterKillAtRandomPoints) {
   int64_t last_step = 0;
   int with_checkpoint = 0;
   for (int kill = 0; kill < kKills; ++kill) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) SaveForever(dir.path());
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+    if (pid == 0) {
+      ::close(ready[0]);
+      SaveForever(dir.path(), ready[1]);
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    ssize_t got = ::read(ready[0], &byte, 1);  // 0 when the child died before saving
+    ::close(ready[0]);
+    if (got == 1) std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);

@@ -25,7 +25,7 @@
 #include <random>
 #include <thread>
 
-#include "../storage/azurite_fixture.h"
+#include "testing/azurite_fixture.h"
 #include "ckpt_test_util.h"
 #include "gantry/ckpt/manager.h"
 #include "gantry/core/scheduled_events.h"

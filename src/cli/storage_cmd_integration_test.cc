@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "../storage/azurite_fixture.h"
+#include "testing/azurite_fixture.h"
 #include "testing/gantry_cli.h"
 #include "testing/temp_dir.h"
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "../health/fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 #include "testing/gantry_cli.h"
 
 namespace gantry::testing {

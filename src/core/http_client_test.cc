@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "gantry/core/http_server.h"
-#include "http_test_server.h"
+#include "testing/http_test_server.h"
 
 namespace gantry::http {
 namespace {

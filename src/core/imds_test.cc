@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "http_test_server.h"
+#include "testing/http_test_server.h"
 
 namespace gantry {
 namespace {

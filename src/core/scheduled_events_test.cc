@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "http_test_server.h"
+#include "testing/http_test_server.h"
 
 namespace gantry {
 namespace {

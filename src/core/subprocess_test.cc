@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 
 namespace gantry {
 namespace {

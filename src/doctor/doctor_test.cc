@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 
 namespace gantry::doctor {
 namespace {

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 #include "gantry/config.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/config.h"

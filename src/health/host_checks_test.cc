@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "../core/fake_root.h"
+#include "testing/fake_root.h"
 #include "gantry/core/config.h"
 #include "gantry/health/check.h"
 #include "gantry/health/profile.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 
 namespace gantry::health {
 namespace {

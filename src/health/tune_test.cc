@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "fake_nvml/test_scenario.h"
+#include "testing/fake_nvml_scenario.h"
 
 namespace gantry::health {
 namespace {

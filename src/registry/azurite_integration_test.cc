@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../storage/azurite_fixture.h"
+#include "testing/azurite_fixture.h"
 #include "gantry/registry/registry.h"
 #include "gantry/security/crypto.h"
 

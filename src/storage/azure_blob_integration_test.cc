@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "azure_blob.h"
-#include "azurite_fixture.h"
+#include "testing/azurite_fixture.h"
 #include "fault_proxy.h"
 #include "gantry/storage/object_store.h"
 #include "object_store_conformance.h"
