@@ -15,6 +15,7 @@
 #include <string>
 
 #include "gantry/core/json.h"
+#include "testing/gantry_cli.h"
 
 namespace gantry::advise {
 namespace {
@@ -35,23 +36,11 @@ std::string ReadFile(const std::string& path) {
 }
 
 CliRun Gantry(const std::string& args) {
-  char err_path[] = "/tmp/gantry-advise-err-XXXXXX";
-  int fd = ::mkstemp(err_path);
-  if (fd >= 0) ::close(fd);
   // Run from the source tree so example paths read as in the docs.
-  std::string cmd = std::string("cd ") + GANTRY_SOURCE_DIR + " && " + GANTRY_BINARY_DIR +
-                    "/bin/gantry " + args + " 2>" + err_path;
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFile(err_path);
-  ::unlink(err_path);
-  return r;
+  gantry::testing::CliRun r = gantry::testing::RunShell(
+      std::string("cd '") + GANTRY_SOURCE_DIR + "' && '" + gantry::testing::GantryBinary() + "' " +
+      args);
+  return {r.rc, r.out, r.err};
 }
 
 void ExpectGolden(const std::string& name, const std::string& actual) {

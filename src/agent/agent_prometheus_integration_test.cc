@@ -23,6 +23,7 @@
 #include "gantry/agent/agent.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"
+#include "testing/temp_dir.h"
 
 extern char** environ;
 
@@ -109,21 +110,7 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "gantry-agent-prom-XXXXXX").string();
-    path_ = ::mkdtemp(t.data()) != nullptr ? t : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using gantry::testing::TempDir;
 
 class AgentPrometheusTest : public ::testing::Test {
  protected:

@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "gantry/agent/rules.h"
+#include "testing/gantry_cli.h"
+#include "testing/temp_dir.h"
 
 namespace gantry::agent {
 namespace {
@@ -37,38 +39,11 @@ struct ShellResult {
 };
 
 ShellResult RunShell(const std::string& cmd) {
-  ShellResult r;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.output.append(buf, n);
-  int st = pclose(f);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  gantry::testing::CliRun r = gantry::testing::RunShell(cmd);
+  return {r.rc, r.out + r.err};
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("gantry_prom_rules_" + std::to_string(getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::string p = (path_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using gantry::testing::TempDir;
 
 std::vector<Rule> MustParse(const std::string& yaml) {
   auto r = ParseRules(yaml, "test.yaml");

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "gantry/storage/object_store.h"
+#include "testing/temp_dir.h"
 
 namespace gantry::backup::testing {
 
@@ -147,26 +148,6 @@ inline void MakeTree(const fs::path& root, size_t large_bytes) {
 }
 
 // A fresh temporary directory, removed by the destructor.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = fs::temp_directory_path().string() + "/gantry-backup-test-XXXXXX";
-    path_ = mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    // Restored read-only directories must become writable to be removed.
-    for (auto it = fs::recursive_directory_iterator(path_, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_directory() && !it->is_symlink()) chmod(it->path().c_str(), 0755);
-    }
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  fs::path path_;
-};
+using gantry::testing::TempDir;
 
 }  // namespace gantry::backup::testing

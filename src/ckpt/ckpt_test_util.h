@@ -11,21 +11,11 @@
 
 #include "gantry/ckpt/manager.h"
 #include "gantry/storage/filesystem.h"
+#include "testing/temp_dir.h"
 
 namespace gantry::ckpt::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gantry-ckpt-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)storage::LocalFileSystem().RemoveAll(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using gantry::testing::TempDir;
 
 // A small model state: a few float tensors and one int64 tensor whose values
 // are a function of `step`.

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "ckpt_test_util.h"
+#include "testing/gantry_cli.h"
 #include "gantry/ckpt/manager.h"
 
 namespace gantry::ckpt {
@@ -23,16 +24,8 @@ struct CliRun {
 };
 
 CliRun Gantry(const std::string& args) {
-  std::string cmd = std::string(GANTRY_BINARY_DIR) + "/bin/gantry " + args + " 2>&1";
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  gantry::testing::CliRun r = gantry::testing::RunGantryShell(args);
+  return {r.rc, r.out + r.err};
 }
 
 class CliTest : public ::testing::Test {

@@ -11,6 +11,7 @@
 
 #include "gantry/core/http_server.h"
 #include "testing/http_test_server.h"
+#include "testing/temp_dir.h"
 
 namespace gantry::http {
 namespace {
@@ -211,22 +212,7 @@ TEST(HttpGetTest, BadRequestsAreInvalidArgument) {
 // ---- streamed bodies ----
 
 // A temporary directory removed at scope exit (also when a test fails).
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/gantry-http-client-XXXXXX";
-    if (::mkdtemp(t) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+using gantry::testing::TempDir;
 
 std::string Pattern(size_t n) {
   std::string s(n, '\0');

@@ -8,24 +8,12 @@
 #include <thread>
 
 #include "gantry/security/api_key.h"
+#include "testing/temp_dir.h"
 
 namespace gantry::security {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/gantry-keystore-XXXXXX";
-    char* p = mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using gantry::testing::TempDir;
 
 constexpr int64_t kNow = 1'800'000'000;
 

@@ -1,10 +1,12 @@
 #include "testing/temp_dir.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace gantry::testing {
 
@@ -19,8 +21,19 @@ TempDir::TempDir(std::string_view prefix) {
 }
 
 TempDir::~TempDir() {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  for (auto it = fs::recursive_directory_iterator(path_, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory() && !it->is_symlink()) ::chmod(it->path().c_str(), 0755);
+  }
+  fs::remove_all(path_, ec);
+}
+
+std::string TempDir::Write(std::string_view name, std::string_view text) const {
+  std::string p = Path(name);
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
 }
 
 std::string TempDir::Path(std::string_view name) const { return path_ + "/" + std::string(name); }

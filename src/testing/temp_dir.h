@@ -1,10 +1,12 @@
 // Test support: a fresh directory that the destructor removes with everything
-// in it.
+// in it (read-only directories inside it included: they are made writable
+// first, as a restore of read-only trees leaves them).
 //
 //   gantry::testing::TempDir dir("gantry-backup-test");
 //   std::ofstream(dir.Path("a.txt")) << "x";
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -22,6 +24,11 @@ class TempDir {
   const std::string& path() const { return path_; }
   // path() + "/" + name.
   std::string Path(std::string_view name) const;
+  std::filesystem::path operator/(std::string_view name) const {
+    return std::filesystem::path(path_) / name;
+  }
+  // Writes `text` to path()/name (creating nothing above it); returns that path.
+  std::string Write(std::string_view name, std::string_view text) const;
 
  private:
   std::string path_;
