@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz format check-format clean
 
 all: build
 
@@ -62,6 +62,9 @@ fuzz: deps
 	  -DGANTRY_FUZZ=ON -DGANTRY_WITH_CUDA=OFF
 	cmake --build build/fuzz -j $(JOBS) --target $(FUZZERS)
 	for f in $(FUZZERS); do build/fuzz/bin/$$f -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+check-format:
+	bash scripts/check-format.sh
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i

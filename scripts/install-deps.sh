@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git clang lld libclang-rt-14-dev
+  # style: scripts/check-format.sh (run by .ci/run)
+  clang-format
   # core libraries
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libnuma-dev
   # tests

@@ -29,6 +29,7 @@
 // wrappers (nvmlDeviceGetRemappedRows(dev, unsigned*, unsigned*, unsigned*,
 // unsigned*), nvmlDeviceGetNvLinkState(dev, unsigned link, nvmlEnableState_t*), ...).
 #include "gantry/health/nvml.h"
+#include "nvml_abi.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -40,49 +41,7 @@
 namespace gantry::health {
 namespace {
 
-using nvmlReturn_t = int;
-struct nvmlDeviceOpaque;
-using nvmlDevice_t = nvmlDeviceOpaque*;
-
-constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kErrorInvalidArgument = 2;
-constexpr nvmlReturn_t kErrorNotSupported = 3;
-constexpr nvmlReturn_t kErrorNoPermission = 4;
-constexpr nvmlReturn_t kErrorFunctionNotFound = 13;
-
-constexpr nvmlReturn_t kErrorTimeout = 10;
-constexpr int kClockGraphics = 0;
-constexpr int kClockSm = 1;
-constexpr int kClockMem = 2;
-constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
-constexpr int kMemoryErrorCorrected = 0;
-constexpr int kMemoryErrorUncorrected = 1;
-constexpr int kVolatileEcc = 0;
-constexpr int kAggregateEcc = 1;
-constexpr int kMemoryLocationDram = 2;
-constexpr int kMemoryLocationSram = 7;
-constexpr int kTemperatureGpu = 0;
-constexpr unsigned kNvLinkMaxLinks = 18;
-
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
-
-struct nvmlUtilization_t {
-  unsigned gpu, memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-struct nvmlEventSetOpaque;
-using nvmlEventSet_t = nvmlEventSetOpaque*;
-struct nvmlEventData_t {
-  nvmlDevice_t device;
-  unsigned long long eventType, eventData;
-  unsigned gpuInstanceId, computeInstanceId;
-};
+using namespace nvml_abi;  // NOLINT(google-build-using-namespace): the ABI names
 
 using FnUtil = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
 using FnMem = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);

@@ -32,36 +32,16 @@
 #include <string>
 #include <vector>
 
+#include "../nvml_abi.h"
+
 namespace {
 
 using json = nlohmann::json;
-using nvmlReturn_t = int;
-struct nvmlDeviceOpaque;
-using nvmlDevice_t = nvmlDeviceOpaque*;
-
-constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kUninitialized = 1;
-constexpr nvmlReturn_t kInvalidArgument = 2;
-constexpr nvmlReturn_t kNotSupported = 3;
-constexpr nvmlReturn_t kInsufficientSize = 7;
-constexpr nvmlReturn_t kLibraryNotFound = 12;
-constexpr nvmlReturn_t kUnknown = 999;
-
-constexpr int kClockGraphics = 0;
-constexpr int kClockSm = 1;
-constexpr int kClockMem = 2;
-constexpr int kVolatileEcc = 0;
-constexpr int kMemoryLocationDram = 2;
-constexpr int kMemoryLocationSram = 7;
+using namespace gantry::health::nvml_abi;  // NOLINT(google-build-using-namespace)
 
 // Handles are small integers in disguise: index + kHandleBase.
 constexpr uintptr_t kHandleBase = 0x1000;
 
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
 
 std::mutex g_mu;
 int g_refcount = 0;
@@ -113,14 +93,14 @@ nvmlReturn_t Injected(std::unique_lock<std::mutex>& lock, const json& scope, con
 // errors. Sets *gpu on success.
 #define FAKE_DEVICE_CALL(dev, name)            \
   std::unique_lock<std::mutex> lock(g_mu);     \
-  if (g_refcount == 0) return kUninitialized;  \
+  if (g_refcount == 0) return kErrorUninitialized;  \
   json* gpu = GpuLocked(dev);                  \
-  if (gpu == nullptr) return kInvalidArgument; \
+  if (gpu == nullptr) return kErrorInvalidArgument; \
   if (nvmlReturn_t injected = Injected(lock, *gpu, name); injected != 0) return injected;
 
 nvmlReturn_t CopyString(const std::string& s, char* buf, unsigned length) {
-  if (buf == nullptr) return kInvalidArgument;
-  if (s.size() + 1 > length) return kInsufficientSize;
+  if (buf == nullptr) return kErrorInvalidArgument;
+  if (s.size() + 1 > length) return kErrorInsufficientSize;
   std::memcpy(buf, s.c_str(), s.size() + 1);
   return kSuccess;
 }
@@ -128,9 +108,9 @@ nvmlReturn_t CopyString(const std::string& s, char* buf, unsigned length) {
 // Reads an unsigned field of `obj` into *out; NOT_SUPPORTED when absent.
 template <typename T>
 nvmlReturn_t Field(const json& obj, const char* key, T* out) {
-  if (out == nullptr) return kInvalidArgument;
-  if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return kNotSupported;
-  if (!obj[key].is_number()) return kUnknown;  // a malformed scenario; never throw into C
+  if (out == nullptr) return kErrorInvalidArgument;
+  if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return kErrorNotSupported;
+  if (!obj[key].is_number()) return kErrorUnknown;  // a malformed scenario; never throw into C
   *out = obj[key].get<T>();
   return kSuccess;
 }
@@ -185,19 +165,19 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlInit_v2() {
   const char* path = std::getenv("GANTRY_FAKE_NVML_SCENARIO");
   if (path == nullptr || *path == '\0') {
     std::fprintf(stderr, "fake NVML: GANTRY_FAKE_NVML_SCENARIO is not set\n");
-    return kLibraryNotFound;
+    return kErrorLibraryNotFound;
   }
   std::ifstream in(path);
   if (!in) {
     std::fprintf(stderr, "fake NVML: cannot read scenario %s\n", path);
-    return kLibraryNotFound;
+    return kErrorLibraryNotFound;
   }
   std::stringstream text;
   text << in.rdbuf();
   json scenario = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (scenario.is_discarded() || !scenario.is_object()) {
     std::fprintf(stderr, "fake NVML: scenario %s is not a JSON object\n", path);
-    return kUnknown;
+    return kErrorUnknown;
   }
   int init_error = scenario.value("init_error", 0);
   AppendLog({{"call", "nvmlInit_v2"}});
@@ -214,7 +194,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlInit() { return nvmlInit
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
+  if (g_refcount == 0) return kErrorUninitialized;
   AppendLog({{"call", "nvmlShutdown"}});
   if (--g_refcount == 0) g_scenario = json();
   return kSuccess;
@@ -222,9 +202,9 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
   std::unique_lock<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
+  if (g_refcount == 0) return kErrorUninitialized;
   if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlDeviceGetCount_v2"); e != 0) return e;
-  if (count == nullptr) return kInvalidArgument;
+  if (count == nullptr) return kErrorInvalidArgument;
   *count = static_cast<unsigned>(g_scenario["gpus"].size());
   return kSuccess;
 }
@@ -232,11 +212,11 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetCount_v2(unsign
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(
     unsigned index, nvmlDevice_t* dev) {
   std::unique_lock<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
+  if (g_refcount == 0) return kErrorUninitialized;
   if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlDeviceGetHandleByIndex_v2"); e != 0) {
     return e;
   }
-  if (dev == nullptr || index >= g_scenario["gpus"].size()) return kInvalidArgument;
+  if (dev == nullptr || index >= g_scenario["gpus"].size()) return kErrorInvalidArgument;
   *dev = reinterpret_cast<nvmlDevice_t>(kHandleBase + index);
   return kSuccess;
 }
@@ -244,7 +224,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByIndex_v
 __attribute__((visibility("default"))) nvmlReturn_t nvmlSystemGetDriverVersion(char* buf,
                                                                                unsigned length) {
   std::unique_lock<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
+  if (g_refcount == 0) return kErrorUninitialized;
   if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlSystemGetDriverVersion"); e != 0) return e;
   return CopyString(g_scenario.value("driver_version", "550.54.15"), buf, length);
 }
@@ -266,7 +246,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev,
                                                                             nvmlPciInfo_t* pci) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPciInfo_v3");
-  if (pci == nullptr) return kInvalidArgument;
+  if (pci == nullptr) return kErrorInvalidArgument;
   std::memset(pci, 0, sizeof(*pci));
   char fallback[32];
   std::snprintf(fallback, sizeof(fallback), "00000001:%02X:00.0", IndexOf(dev));
@@ -285,10 +265,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPersistenceMode
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetTotalEccErrors(
     nvmlDevice_t dev, int error_type, int counter_type, unsigned long long* count) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetTotalEccErrors");
-  if (!gpu->contains("ecc")) return kNotSupported;
+  if (!gpu->contains("ecc")) return kErrorNotSupported;
   const json& ecc = (*gpu)["ecc"];
   const char* counter = counter_type == kVolatileEcc ? "volatile" : "aggregate";
-  if (!ecc.contains(counter)) return kNotSupported;
+  if (!ecc.contains(counter)) return kErrorNotSupported;
   return Field(ecc[counter], error_type == 0 ? "corrected" : "uncorrected", count);
 }
 
@@ -296,14 +276,14 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryErrorCoun
     nvmlDevice_t dev, int error_type, int /*counter_type*/, int location,
     unsigned long long* count) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryErrorCounter");
-  if (!gpu->contains("ecc")) return kNotSupported;
+  if (!gpu->contains("ecc")) return kErrorNotSupported;
   std::string key;
   if (location == kMemoryLocationSram) {
     key = "sram_";
   } else if (location == kMemoryLocationDram) {
     key = "dram_";
   } else {
-    return kNotSupported;
+    return kErrorNotSupported;
   }
   key += error_type == 0 ? "corrected" : "uncorrected";
   return Field((*gpu)["ecc"], key.c_str(), count);
@@ -315,8 +295,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetRemappedRows(nv
                                                                               unsigned* pending,
                                                                               unsigned* failure) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetRemappedRows");
-  if (!gpu->contains("remapped_rows")) return kNotSupported;
-  if (!corrected || !uncorrected || !pending || !failure) return kInvalidArgument;
+  if (!gpu->contains("remapped_rows")) return kErrorNotSupported;
+  if (!corrected || !uncorrected || !pending || !failure) return kErrorInvalidArgument;
   const json& r = (*gpu)["remapped_rows"];
   *corrected = r.value("corrected", 0u);
   *uncorrected = r.value("uncorrected", 0u);
@@ -341,10 +321,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNvLinkState(nvm
                                                                              unsigned link,
                                                                              int* active) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetNvLinkState");
-  if (active == nullptr) return kInvalidArgument;
-  if (!gpu->contains("nvlink") || !(*gpu)["nvlink"].is_array()) return kNotSupported;
+  if (active == nullptr) return kErrorInvalidArgument;
+  if (!gpu->contains("nvlink") || !(*gpu)["nvlink"].is_array()) return kErrorNotSupported;
   const json& links = (*gpu)["nvlink"];
-  if (link >= links.size()) return kNotSupported;
+  if (link >= links.size()) return kErrorNotSupported;
   *active = links[link].get<int>();
   return kSuccess;
 }
@@ -352,7 +332,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNvLinkState(nvm
 #define FAKE_PCIE_GETTER(fn, key)                                                         \
   __attribute__((visibility("default"))) nvmlReturn_t fn(nvmlDevice_t dev, unsigned* v) { \
     FAKE_DEVICE_CALL(dev, #fn);                                                           \
-    if (!gpu->contains("pcie")) return kNotSupported;                                     \
+    if (!gpu->contains("pcie")) return kErrorNotSupported;                                     \
     return Field((*gpu)["pcie"], key, v);                                                 \
   }
 FAKE_PCIE_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, "gen")
@@ -382,10 +362,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetEnforcedPowerLi
 namespace {
 nvmlReturn_t ClockField(const json& gpu, const char* graphics_key, const char* memory_key, int type,
                         unsigned* mhz) {
-  if (!gpu.contains("clocks")) return kNotSupported;
+  if (!gpu.contains("clocks")) return kErrorNotSupported;
   if (type == kClockGraphics || type == kClockSm) return Field(gpu["clocks"], graphics_key, mhz);
   if (type == kClockMem) return Field(gpu["clocks"], memory_key, mhz);
-  return kNotSupported;
+  return kErrorNotSupported;
 }
 }  // namespace
 
@@ -416,29 +396,21 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetClockInfo(nvmlD
   return ClockField(*gpu, "sm", "memory", type, mhz);
 }
 
-struct nvmlUtilization_t {
-  unsigned gpu, memory;
-};
-
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetUtilizationRates(
     nvmlDevice_t dev, nvmlUtilization_t* u) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetUtilizationRates");
-  if (u == nullptr) return kInvalidArgument;
-  if (!gpu->contains("utilization")) return kNotSupported;
+  if (u == nullptr) return kErrorInvalidArgument;
+  if (!gpu->contains("utilization")) return kErrorNotSupported;
   const json& j = (*gpu)["utilization"];
   if (nvmlReturn_t rc = Field(j, "gpu", &u->gpu); rc != kSuccess) return rc;
   return Field(j, "memory", &u->memory);
 }
 
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev,
                                                                             nvmlMemory_t* m) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryInfo");
-  if (m == nullptr) return kInvalidArgument;
-  if (!gpu->contains("memory_info")) return kNotSupported;
+  if (m == nullptr) return kErrorInvalidArgument;
+  if (!gpu->contains("memory_info")) return kErrorNotSupported;
   const json& j = (*gpu)["memory_info"];
   if (nvmlReturn_t rc = Field(j, "total", &m->total); rc != kSuccess) return rc;
   if (nvmlReturn_t rc = Field(j, "used", &m->used); rc != kSuccess) return rc;
@@ -461,15 +433,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPcieReplayCount
 
 // ---- Events: one event set at a time is enough for the agent. ----
 
-struct nvmlEventSetOpaque;
-using nvmlEventSet_t = nvmlEventSetOpaque*;
-struct nvmlEventData_t {
-  nvmlDevice_t device;
-  unsigned long long eventType, eventData;
-  unsigned gpuInstanceId, computeInstanceId;
-};
-constexpr nvmlReturn_t kTimeout = 10;
-constexpr unsigned long long kXidEvent = 0x8;
 
 namespace {
 // GPU indices registered for Xid events (per set: the set pointer is a tag).
@@ -478,8 +441,8 @@ std::vector<int> g_xid_registered;
 
 __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   std::unique_lock<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
-  if (set == nullptr) return kInvalidArgument;
+  if (g_refcount == 0) return kErrorUninitialized;
+  if (set == nullptr) return kErrorInvalidArgument;
   g_xid_registered.clear();
   *set = reinterpret_cast<nvmlEventSet_t>(kHandleBase);
   return kSuccess;
@@ -494,7 +457,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetFree(nvmlEventSe
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(
     nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceRegisterEvents");
-  if ((types & kXidEvent) == 0) return kNotSupported;
+  if ((types & kEventTypeXidCriticalError) == 0) return kErrorNotSupported;
   g_xid_registered.push_back(IndexOf(dev));
   return kSuccess;
 }
@@ -503,22 +466,22 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetWait_v2(nvmlEven
                                                                         nvmlEventData_t* data,
                                                                         unsigned /*timeout_ms*/) {
   std::unique_lock<std::mutex> lock(g_mu);
-  if (g_refcount == 0) return kUninitialized;
-  if (data == nullptr) return kInvalidArgument;
+  if (g_refcount == 0) return kErrorUninitialized;
+  if (data == nullptr) return kErrorInvalidArgument;
   // Never blocks: the agent polls with timeout 0 anyway.
   for (int index : g_xid_registered) {
     json& gpu = g_scenario["gpus"][static_cast<size_t>(index)];
     if (!gpu.contains("xids") || !gpu["xids"].is_array() || gpu["xids"].empty()) continue;
     json& xids = gpu["xids"];
-    if (!xids[0].is_number()) return kUnknown;
+    if (!xids[0].is_number()) return kErrorUnknown;
     data->device = reinterpret_cast<nvmlDevice_t>(kHandleBase + static_cast<uintptr_t>(index));
-    data->eventType = kXidEvent;
+    data->eventType = kEventTypeXidCriticalError;
     data->eventData = xids[0].get<unsigned long long>();
     data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFF;
     xids.erase(0);
     return kSuccess;
   }
-  return kTimeout;
+  return kErrorTimeout;
 }
 
 // ---- State changes: logged, then applied to the scenario. ----
@@ -538,12 +501,12 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetApplicationsClo
              {"gpu", IndexOf(dev)},
              {"memory_mhz", memory_mhz},
              {"graphics_mhz", graphics_mhz}});
-  if (!gpu->contains("clocks")) return kNotSupported;
+  if (!gpu->contains("clocks")) return kErrorNotSupported;
   json& c = (*gpu)["clocks"];
   // The real driver refuses a pair it does not support; the fake refuses
   // anything above the maximum.
   if (memory_mhz > c.value("max_memory", 0u) || graphics_mhz > c.value("max_graphics", 0u)) {
-    return kInvalidArgument;
+    return kErrorInvalidArgument;
   }
   c["app_memory"] = memory_mhz;
   c["app_graphics"] = graphics_mhz;
@@ -554,7 +517,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceResetApplicationsC
     nvmlDevice_t dev) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceResetApplicationsClocks");
   AppendLog({{"call", "nvmlDeviceResetApplicationsClocks"}, {"gpu", IndexOf(dev)}});
-  if (!gpu->contains("clocks")) return kNotSupported;
+  if (!gpu->contains("clocks")) return kErrorNotSupported;
   json& c = (*gpu)["clocks"];
   c["app_memory"] = c.value("default_app_memory", 0u);
   c["app_graphics"] = c.value("default_app_graphics", 0u);
@@ -569,7 +532,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceSetGpuLockedClocks
              {"gpu", IndexOf(dev)},
              {"min_mhz", min_mhz},
              {"max_mhz", max_mhz}});
-  if (min_mhz > max_mhz) return kInvalidArgument;
+  if (min_mhz > max_mhz) return kErrorInvalidArgument;
   (*gpu)["locked_clocks"] = {{"min", min_mhz}, {"max", max_mhz}};
   return kSuccess;
 }
