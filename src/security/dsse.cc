@@ -84,12 +84,28 @@ std::string DssePae(std::string_view payload_type, std::string_view payload) {
   return out;
 }
 
-struct DsseSigner::Impl {
+namespace {
+
+// What a signer and a verifier both keep of their key.
+struct LoadedKey {
   PkeyPtr key;
   KeyAlgorithm alg;
   std::string keyid;
   std::string public_pem;
 };
+
+Result<LoadedKey> Describe(PkeyPtr key) {
+  LoadedKey k;
+  ASSIGN_OR_RETURN(k.alg, AlgorithmOf(key.get()));
+  k.keyid = KeyIdOf(key.get());
+  ASSIGN_OR_RETURN(k.public_pem, internal::PublicKeyToPem(key.get()));
+  k.key = std::move(key);
+  return k;
+}
+
+}  // namespace
+
+struct DsseSigner::Impl : LoadedKey {};
 
 DsseSigner::DsseSigner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DsseSigner::DsseSigner(DsseSigner&&) noexcept = default;
@@ -98,13 +114,8 @@ DsseSigner::~DsseSigner() = default;
 
 Result<DsseSigner> DsseSigner::FromPrivatePem(std::string_view pem) {
   ASSIGN_OR_RETURN(PkeyPtr key, internal::ReadPrivateKeyPem(pem));
-  ASSIGN_OR_RETURN(KeyAlgorithm alg, AlgorithmOf(key.get()));
-  auto impl = std::make_unique<Impl>();
-  impl->alg = alg;
-  impl->keyid = KeyIdOf(key.get());
-  ASSIGN_OR_RETURN(impl->public_pem, internal::PublicKeyToPem(key.get()));
-  impl->key = std::move(key);
-  return DsseSigner(std::move(impl));
+  ASSIGN_OR_RETURN(LoadedKey k, Describe(std::move(key)));
+  return DsseSigner(std::make_unique<Impl>(Impl{std::move(k)}));
 }
 
 Result<std::string> DsseSigner::Sign(std::string_view message) const {
@@ -131,12 +142,7 @@ KeyAlgorithm DsseSigner::algorithm() const { return impl_->alg; }
 std::string DsseSigner::KeyId() const { return impl_->keyid; }
 std::string DsseSigner::PublicKeyPem() const { return impl_->public_pem; }
 
-struct DsseVerifier::Impl {
-  PkeyPtr key;
-  KeyAlgorithm alg;
-  std::string keyid;
-  std::string public_pem;
-};
+struct DsseVerifier::Impl : LoadedKey {};
 
 DsseVerifier::DsseVerifier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DsseVerifier::DsseVerifier(DsseVerifier&&) noexcept = default;
@@ -145,13 +151,8 @@ DsseVerifier::~DsseVerifier() = default;
 
 Result<DsseVerifier> DsseVerifier::FromPublicPem(std::string_view pem) {
   ASSIGN_OR_RETURN(PkeyPtr key, internal::ReadPublicKeyPem(pem));
-  ASSIGN_OR_RETURN(KeyAlgorithm alg, AlgorithmOf(key.get()));
-  auto impl = std::make_unique<Impl>();
-  impl->alg = alg;
-  impl->keyid = KeyIdOf(key.get());
-  ASSIGN_OR_RETURN(impl->public_pem, internal::PublicKeyToPem(key.get()));
-  impl->key = std::move(key);
-  return DsseVerifier(std::move(impl));
+  ASSIGN_OR_RETURN(LoadedKey k, Describe(std::move(key)));
+  return DsseVerifier(std::make_unique<Impl>(Impl{std::move(k)}));
 }
 
 bool DsseVerifier::Verify(std::string_view message, std::string_view signature) const {
