@@ -8,30 +8,15 @@
 #include <atomic>
 #include <cstdio>
 
-#include "testing/azurite_fixture.h"
 #include "backup_suite.h"
+#include "testing/azurite_fixture.h"
 #include "testing/gantry_cli.h"
 
 namespace gantry::backup::testing {
 namespace {
 
 using storage::testing::AzuriteFixture;
-
-AzuriteFixture& SharedAzurite() {
-  static AzuriteFixture* az = [] {
-    auto* a = new AzuriteFixture();
-    Status s = a->Start();
-    if (!s.ok()) ADD_FAILURE() << s.ToString();
-    return a;
-  }();
-  return *az;
-}
-
-class AzuriteEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { SharedAzurite().Stop(); }
-};
-[[maybe_unused]] auto* const kEnv = ::testing::AddGlobalTestEnvironment(new AzuriteEnvironment);
+using storage::testing::SharedAzurite;
 
 struct AzuriteBackend {
   static std::unique_ptr<storage::ObjectStore> Open(const TempDir&, const std::string& name) {
@@ -99,7 +84,8 @@ TEST(BackupAzurite, CliCreateVerifyRestoreOverAzUrl) {
   const std::string repo = " --repo az://" + az.account() + "/clibk" + std::to_string(getpid()) +
                            "/team/models --encrypt-key-file " + (tmp / "key").string() + " ";
   auto run = [&](const std::string& args) {
-    gantry::testing::CliRun r = gantry::testing::RunShell("env " + env + gantry + " backup " + args);
+    gantry::testing::CliRun r =
+        gantry::testing::RunShell("env " + env + gantry + " backup " + args);
     return std::make_pair(r.rc, r.out + r.err);
   };
   auto [rc1, out1] = run("create" + repo + src.string());

@@ -10,31 +10,13 @@
 #include <thread>
 
 #include "azure_blob.h"
-#include "testing/azurite_fixture.h"
 #include "fault_proxy.h"
 #include "gantry/storage/object_store.h"
 #include "object_store_conformance.h"
+#include "testing/azurite_fixture.h"
 
 namespace gantry::storage::testing {
 namespace {
-
-// One Azurite for the whole binary; each store gets its own container.
-AzuriteFixture& SharedAzurite() {
-  static AzuriteFixture* az = [] {
-    auto* a = new AzuriteFixture();
-    Status s = a->Start();
-    if (!s.ok()) ADD_FAILURE() << s.ToString();
-    return a;
-  }();
-  return *az;
-}
-
-// Stops the shared Azurite when the test program ends.
-class AzuriteEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { SharedAzurite().Stop(); }
-};
-[[maybe_unused]] auto* const kEnv = ::testing::AddGlobalTestEnvironment(new AzuriteEnvironment);
 
 std::string FreshContainer() {
   static std::atomic<int> n{0};

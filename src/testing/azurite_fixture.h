@@ -17,6 +17,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -187,5 +188,34 @@ class AzuriteFixture {
   uint16_t port_ = 0;
   std::string dir_;
 };
+
+// One Azurite for a whole test binary: started on first use (a start failure is
+// a test failure), stopped when the binary's tests end. Each user takes its own
+// container, so tests never see each other's objects.
+namespace azurite_detail {
+inline AzuriteFixture*& SharedAzuriteSlot() {
+  static AzuriteFixture* slot = nullptr;
+  return slot;
+}
+class SharedAzuriteEnvironment final : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (AzuriteFixture* a = SharedAzuriteSlot()) a->Stop();
+  }
+};
+inline ::testing::Environment* const kSharedAzuriteEnvironment =
+    ::testing::AddGlobalTestEnvironment(new SharedAzuriteEnvironment);
+}  // namespace azurite_detail
+
+inline AzuriteFixture& SharedAzurite() {
+  static AzuriteFixture* az = [] {
+    auto* a = new AzuriteFixture();  // never destroyed: the environment stops it
+    Status s = a->Start();
+    if (!s.ok()) ADD_FAILURE() << s.ToString();
+    azurite_detail::SharedAzuriteSlot() = a;
+    return a;
+  }();
+  return *az;
+}
 
 }  // namespace gantry::storage::testing
