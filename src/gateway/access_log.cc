@@ -1,24 +1,46 @@
 // The end of every request, however it ended: per-route metrics (requests by
 // status, duration) and the audit record; and the per-worker caches of metric
 // series that the request path bumps.
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
+#include "gantry/core/text.h"
 #include "worker.h"
 
 namespace gantry::gateway::internal {
 
 namespace {
 
-// `ms` (>= 0) with three decimals, as "{:.3f}" (rounded to the microsecond).
-void AppendMillis(double ms, std::string* out) {
+// `ms` (>= 0) with three decimals, as "{:.3f}" (rounded to the microsecond),
+// at `p`; returns the end (at most 24 bytes).
+char* PutMillis(char* p, double ms) {
   const int64_t us = std::llround(std::max(0.0, ms) * 1000);
-  AppendInt(us / 1000, out);
+  p = std::to_chars(p, p + 20, us / 1000).ptr;
   const int frac = static_cast<int>(us % 1000);
-  const char digits[4] = {'.', static_cast<char>('0' + frac / 100),
-                          static_cast<char>('0' + frac / 10 % 10),
-                          static_cast<char>('0' + frac % 10)};
-  out->append(digits, 4);
+  *p++ = '.';
+  *p++ = static_cast<char>('0' + frac / 100);
+  *p++ = static_cast<char>('0' + frac / 10 % 10);
+  *p++ = static_cast<char>('0' + frac % 10);
+  return p;
+}
+
+char* PutInt(char* p, int64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+
+// A literal without its NUL.
+template <size_t N>
+char* Put(char* p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  return p + N - 1;
+}
+
+// `prefix` (`,"name":"`), `value` escaped, and the closing quote.
+template <size_t N>
+char* PutField(char* p, const char (&prefix)[N], std::string_view value) {
+  p = EscapeJsonTo(value, Put(p, prefix));
+  *p++ = '"';
+  return p;
 }
 
 std::string LabelKey(std::string_view name, const metrics::Labels& labels) {
@@ -79,6 +101,52 @@ void AppendJsonEscaped(std::string_view s, std::string* out) {
   out->append(s.data() + run, s.size() - run);
 }
 
+char* EscapeJsonTo(std::string_view s, char* out) {
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p != end) {
+    if (end - p >= 8) {
+      // Plain ASCII a word at a time; the 8 bytes are copied whole (there is
+      // room: at least 6 per byte still to come) and the count kept.
+      const size_t plain = JsonPlainPrefix8(p);
+      std::memcpy(out, p, 8);
+      out += plain;
+      p += plain;
+      if (plain == 8) continue;
+    }
+    const auto c = static_cast<unsigned char>(*p++);
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      *out++ = static_cast<char>(c);  // includes UTF-8 bytes, passed through
+      continue;
+    }
+    *out++ = '\\';
+    switch (c) {
+      case '"':
+        *out++ = '"';
+        break;
+      case '\\':
+        *out++ = '\\';
+        break;
+      case '\n':
+        *out++ = 'n';
+        break;
+      case '\r':
+        *out++ = 'r';
+        break;
+      case '\t':
+        *out++ = 't';
+        break;
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        const char u[5] = {'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        std::memcpy(out, u, 5);
+        out += 5;
+      }
+    }
+  }
+  return out;
+}
+
 metrics::Counter* Worker::CounterFor(std::string_view name, std::string_view help,
                                      const metrics::Labels& labels) {
   return CachedSeries(counters_, LabelKey(name, labels),
@@ -112,48 +180,45 @@ void Worker::Finish(Request& r) {
   if (rs.by_status[code] != nullptr) rs.by_status[code]->Inc();
   if (rs.duration != nullptr) rs.duration->Observe(seconds);
   if (!shared_.audit) return;
-  // Built in a per-worker buffer that keeps its capacity; Append copies it.
-  std::string& rec = audit_rec_;
-  rec.clear();
-  auto field = [&rec](std::string_view name, std::string_view value) {
-    rec += ",\"";
-    rec += name;
-    rec += "\":\"";
-    AppendJsonEscaped(value, &rec);
-    rec += '"';
-  };
+  const std::string_view method = req ? req->method : std::string_view();
+  const std::string_view path = req ? req->path : std::string_view();
+  const std::string_view values[] = {log.request_id, log.key_id, log.role,  method,
+                                     path,           log.route,  log.model, log.backend,
+                                     log.decision,   log.reason, log.client};
+  size_t value_bytes = 0;
+  for (std::string_view v : values) value_bytes += v.size();
+  // Written in place into a per-worker buffer that keeps its capacity (Append
+  // copies it): names and punctuation are under 300 bytes, the 8 numbers
+  // under 24 each, and escaping at most sextuples a value.
+  Buffer& rec = audit_rec_;
+  rec.Clear();
+  size_t avail = 0;
+  char* const start = rec.Prepare(512 + 6 * value_bytes, &avail);
   auto now = std::chrono::system_clock::now();
   int64_t ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  rec += "{\"time_ms\":";
-  AppendInt(ms, &rec);
-  field("request_id", log.request_id);
-  field("key_id", log.key_id);
-  field("role", log.role);
-  field("method", req ? req->method : std::string_view());
-  field("path", req ? req->path : std::string_view());
-  field("route", log.route);
-  field("model", log.model);
-  field("backend", log.backend);
-  field("decision", log.decision);
-  field("reason", log.reason);
-  field("client", log.client);
-  rec += ",\"status\":";
-  AppendInt(log.status, &rec);
-  rec += ",\"latency_ms\":";
-  AppendMillis(seconds * 1e3, &rec);
-  rec += ",\"upstream_ms\":";
-  AppendMillis(log.upstream_s < 0 ? 0.0 : log.upstream_s * 1e3, &rec);
-  rec += ",\"prompt_tokens\":";
-  AppendInt(log.prompt_tokens, &rec);
-  rec += ",\"completion_tokens\":";
-  AppendInt(log.completion_tokens, &rec);
-  rec += ",\"bytes_in\":";
-  AppendInt(static_cast<int64_t>(log.bytes_in), &rec);
-  rec += ",\"bytes_out\":";
-  AppendInt(static_cast<int64_t>(log.bytes_out), &rec);
-  rec += '}';
-  shared_.audit->Append(rec);
+  char* p = PutInt(Put(start, "{\"time_ms\":"), ms);
+  p = PutField(p, ",\"request_id\":\"", log.request_id);
+  p = PutField(p, ",\"key_id\":\"", log.key_id);
+  p = PutField(p, ",\"role\":\"", log.role);
+  p = PutField(p, ",\"method\":\"", method);
+  p = PutField(p, ",\"path\":\"", path);
+  p = PutField(p, ",\"route\":\"", log.route);
+  p = PutField(p, ",\"model\":\"", log.model);
+  p = PutField(p, ",\"backend\":\"", log.backend);
+  p = PutField(p, ",\"decision\":\"", log.decision);
+  p = PutField(p, ",\"reason\":\"", log.reason);
+  p = PutField(p, ",\"client\":\"", log.client);
+  p = PutInt(Put(p, ",\"status\":"), log.status);
+  p = PutMillis(Put(p, ",\"latency_ms\":"), seconds * 1e3);
+  p = PutMillis(Put(p, ",\"upstream_ms\":"), log.upstream_s < 0 ? 0.0 : log.upstream_s * 1e3);
+  p = PutInt(Put(p, ",\"prompt_tokens\":"), log.prompt_tokens);
+  p = PutInt(Put(p, ",\"completion_tokens\":"), log.completion_tokens);
+  p = PutInt(Put(p, ",\"bytes_in\":"), static_cast<int64_t>(log.bytes_in));
+  p = PutInt(Put(p, ",\"bytes_out\":"), static_cast<int64_t>(log.bytes_out));
+  *p++ = '}';
+  rec.Commit(static_cast<size_t>(p - start));
+  shared_.audit->Append(rec.view());
 }
 
 }  // namespace gantry::gateway::internal

@@ -90,7 +90,7 @@ struct Identity {
 // A response produced inside the gateway (errors, admin API, health).
 struct LocalResponse {
   int status = 200;
-  std::string content_type = "application/json";
+  std::string_view content_type = "application/json";  // a static string
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
 };
@@ -99,8 +99,13 @@ struct LocalResponse {
 // which clients of OpenAI-compatible servers already parse (session.cc).
 LocalResponse ErrorResponse(int status, std::string_view code, std::string_view message);
 
-// Escapes `s` as the inside of a JSON string (access_log.cc).
+// Escapes `s` as the inside of a JSON string (access_log.cc): '"', '\\',
+// \n, \r and \t as two-character escapes, other control bytes as \u00XX,
+// everything else (UTF-8 included) as it is.
 void AppendJsonEscaped(std::string_view s, std::string* out);
+// The same bytes written at `out`, which must have room for 6 * s.size()
+// bytes; returns the end of what it wrote.
+char* EscapeJsonTo(std::string_view s, char* out);
 
 // admin.cc: handles /admin/... for an authenticated identity. `req` and
 // `body` are the client's request.

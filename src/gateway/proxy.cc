@@ -13,6 +13,8 @@ namespace gantry::gateway::internal {
 namespace asio = boost::asio;
 using asio::awaitable;
 using boost::system::error_code;
+// String literals as string_views: `s += "..."sv` appends without a strlen.
+using namespace std::string_view_literals;
 
 namespace {
 constexpr size_t kMaxSniffedResponse = 4 << 20;  // usage is read from bodies up to this size
@@ -27,9 +29,9 @@ void Worker::BuildUpstreamHead(Request& r, const Attempt& a, size_t body_size) {
   h += req.method;
   h += ' ';
   h += a.target;
-  h += " HTTP/1.1\r\nHost: ";
+  h += " HTTP/1.1\r\nHost: "sv;
   h += a.backend->host_header;
-  h += "\r\n";
+  h += "\r\n"sv;
   std::string_view connection;
   if (const http::HeaderView* cv = req.Find("connection")) connection = cv->value;
   std::string_view forwarded_for, original_host;
@@ -55,23 +57,23 @@ void Worker::BuildUpstreamHead(Request& r, const Attempt& a, size_t body_size) {
     AppendHeader(hv.name, hv.value, &h);
   }
   AppendHeader("x-request-id", r.log.request_id, &h);
-  h += "X-Forwarded-For: ";
+  h += "X-Forwarded-For: "sv;
   if (!forwarded_for.empty()) {
     h += forwarded_for;
-    h += ", ";
+    h += ", "sv;
   }
   h += r.conn.client_addr;
-  h += "\r\nX-Forwarded-Proto: ";
-  h += cfg.tls.cert_path.empty() ? "http" : "https";
+  h += "\r\nX-Forwarded-Proto: "sv;
+  h += cfg.tls.cert_path.empty() ? "http"sv : "https"sv;
   if (!original_host.empty()) {
-    h += "\r\nX-Forwarded-Host: ";
+    h += "\r\nX-Forwarded-Host: "sv;
     h += original_host;
   }
   if (body_size > 0 || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    h += "\r\nContent-Length: ";
-    h += std::to_string(body_size);
+    h += "\r\nContent-Length: "sv;
+    AppendInt(static_cast<int64_t>(body_size), &h);
   }
-  h += "\r\n\r\n";
+  h += "\r\n\r\n"sv;
 }
 
 void Worker::UpstreamFailed(Request& r, Attempt& a, const UpstreamExchange& x) {
@@ -197,11 +199,11 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   bool chunked_out = false;
   std::string& out = c.resp_head;
   out.clear();
-  out += "HTTP/1.1 ";
+  out += "HTTP/1.1 "sv;
   AppendInt(rh.status, &out);
   out += ' ';
-  out += rh.reason.empty() ? http::ReasonPhrase(rh.status) : std::string_view(rh.reason);
-  out += "\r\n";
+  out += rh.reason.empty() ? http::ReasonPhrase(rh.status) : rh.reason;
+  out += "\r\n"sv;
   std::string_view connection;
   if (const http::HeaderView* cv = rh.Find("connection")) connection = cv->value;
   for (const http::HeaderView& hv : rh.headers) {
@@ -215,19 +217,19 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   if (!a.degraded.empty()) AppendHeader("X-Gantry-Degraded", a.degraded, &out);
   const Admission* adm = call.limited ? &call.adm : nullptr;
   if (adm != nullptr && adm->has_rate_headers) {
-    out += "RateLimit-Limit: ";
+    out += "RateLimit-Limit: "sv;
     AppendInt(static_cast<int64_t>(adm->limit), &out);
-    out += "\r\nRateLimit-Remaining: ";
+    out += "\r\nRateLimit-Remaining: "sv;
     AppendInt(static_cast<int64_t>(adm->remaining), &out);
-    out += "\r\nRateLimit-Reset: ";
+    out += "\r\nRateLimit-Reset: "sv;
     AppendInt(static_cast<int64_t>(std::ceil(adm->reset_s)), &out);
-    out += "\r\n";
+    out += "\r\n"sv;
   }
   bool client_close = !req.keep_alive || shared_.draining.load();
   if (rh.framing == http::BodyFraming::kContentLength && !rewrite) {
-    out += "Content-Length: ";
+    out += "Content-Length: "sv;
     AppendInt(static_cast<int64_t>(rh.content_length), &out);
-    out += "\r\n";
+    out += "\r\n"sv;
   } else if (rh.framing == http::BodyFraming::kNone) {
     // HEAD and 304 answers describe a body that is not sent: keep the
     // backend's (validated) length. Other bodiless answers say 0.
@@ -235,20 +237,20 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
     if (cl != nullptr && (req.method == "HEAD" || rh.status == 304)) {
       fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", cl->value);
     } else if (rh.status >= 200 && rh.status != 204 && rh.status != 304 && req.method != "HEAD") {
-      out += "Content-Length: 0\r\n";
+      out += "Content-Length: 0\r\n"sv;
     }
   } else if (client11) {
-    out += "Transfer-Encoding: chunked\r\n";
+    out += "Transfer-Encoding: chunked\r\n"sv;
     chunked_out = true;
   } else {
     client_close = true;  // HTTP/1.0 client: the body ends when we close
   }
   if (client_close) {
-    out += "Connection: close\r\n";
+    out += "Connection: close\r\n"sv;
   } else if (req.minor_version == 0) {
-    out += "Connection: keep-alive\r\n";
+    out += "Connection: keep-alive\r\n"sv;
   }
-  out += "\r\n";
+  out += "\r\n"sv;
   log.status = rh.status;
 
   // Body.

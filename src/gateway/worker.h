@@ -71,14 +71,24 @@ inline constexpr size_t kReadChunk = 16 << 10;
 inline void AppendInt(int64_t v, std::string* out) {
   char b[24];
   auto r = std::to_chars(b, b + sizeof(b), v);
-  out->append(b, r.ptr);
+  // (pointer, length): the iterator-range overload goes through _M_replace.
+  out->append(b, static_cast<size_t>(r.ptr - b));
 }
 
+// "name: value\r\n" with one capacity check: the string is grown once and
+// written in place (std::string has no uninitialised resize before C++23).
 inline void AppendHeader(std::string_view name, std::string_view value, std::string* out) {
-  out->append(name);
-  out->append(": ");
-  out->append(value);
-  out->append("\r\n");
+  const size_t at = out->size();
+  out->resize(at + name.size() + value.size() + 4);
+  char* p = out->data() + at;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
 }
 
 // What one request did, for metrics and the audit record.
@@ -380,7 +390,7 @@ class Worker {
   // gantry_gateway_tokens_total by model: {prompt, completion}.
   std::unordered_map<std::string, std::pair<metrics::Counter*, metrics::Counter*>> token_counters_;
   std::unordered_map<std::string, metrics::Histogram*> histograms_;
-  std::string audit_rec_;  // Finish() builds the audit record here
+  Buffer audit_rec_{4 << 10};  // Finish() builds the audit record here
 };
 
 }  // namespace gantry::gateway::internal
