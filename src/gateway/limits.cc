@@ -228,7 +228,8 @@ Windows ComputeWindows(std::chrono::system_clock::time_point wall) {
 }
 
 // Calendar arithmetic and formatting once per second per thread, not per request.
-Windows WindowsAt(std::chrono::system_clock::time_point wall) {
+// The result is this thread's cached copy: valid until its next call.
+const Windows& WindowsAt(std::chrono::system_clock::time_point wall) {
   using namespace std::chrono;
   thread_local Windows cached;
   thread_local bool valid = false;
@@ -647,6 +648,9 @@ struct LimiterState {
 
   mutable std::mutex rules_mu;
   std::shared_ptr<const Rules> rules;
+  // Bumped (under rules_mu) whenever `rules` is replaced, so that a loop can
+  // tell its snapshot is current without taking the lock per request.
+  std::atomic<uint64_t> rules_generation{0};
 
   struct Shard {
     std::mutex mu;
@@ -940,6 +944,7 @@ Status Limiter::Reconfigure(LimiterConfig config) {
   }
   std::lock_guard lock(state_->rules_mu);
   state_->rules = std::move(rules);
+  state_->rules_generation.fetch_add(1, std::memory_order_release);
   return Status::Ok();
 }
 
@@ -980,6 +985,7 @@ struct LimiterLoop::Impl {
   std::unordered_map<std::string, std::shared_ptr<const LimiterPlan>> plan_cache;
   std::string cache_key;
   std::shared_ptr<const Rules> cached_rules;  // the snapshot the cached plans were built for
+  uint64_t cached_generation = 0;             // LimiterState::rules_generation it was read at
   static constexpr size_t kPlanCacheMax = 4096;
   static constexpr size_t kPlanCacheMaxKey = 512;  // bytes of (key id, role, model)
 
@@ -1151,9 +1157,20 @@ std::unique_ptr<LimiterLoop> Limiter::Attach(asio::io_context& io) {
 }
 
 Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
-  std::shared_ptr<const Rules> rules = st->Snapshot();
+  // The rules snapshot is re-read only after a Reconfigure (no lock and no
+  // reference count per request). A reload replaces every plan: drop them all
+  // rather than keep old rule sets alive until each subject comes back.
+  const uint64_t generation = st->rules_generation.load(std::memory_order_acquire);
+  if (!cached_rules || generation != cached_generation) {
+    std::shared_ptr<const Rules> rules = st->Snapshot();
+    cached_generation = generation;
+    if (rules != cached_rules) {
+      plan_cache.clear();
+      cached_rules = std::move(rules);
+    }
+  }
   const auto wall = st->clock->WallNow();
-  const Windows win = WindowsAt(wall);
+  const Windows& win = WindowsAt(wall);
   Plan plan;
   plan.estimate = std::max(0.0, estimate);
   plan.tok = std::llround(plan.estimate);
@@ -1166,18 +1183,12 @@ Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
     cache_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
     cache_key.append(part);
   }
-  // A reload replaces every plan: drop them all rather than keep old rule
-  // sets alive until each subject comes back.
-  if (rules != cached_rules) {
-    plan_cache.clear();
-    cached_rules = rules;
-  }
   auto it = plan_cache.find(cache_key);
   if (it != plan_cache.end() && (it->second->day.empty() || it->second->day == win.day)) {
     plan.shape = it->second;
     return plan;
   }
-  plan.shape = MakePlan(std::move(rules), subject, win);
+  plan.shape = MakePlan(cached_rules, subject, win);
   // Bounded in entries and in size: the model name comes from the client
   // (up to the body limit), so long subjects are planned per request instead.
   if (cache_key.size() > kPlanCacheMaxKey) return plan;

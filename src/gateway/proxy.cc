@@ -4,7 +4,9 @@
 // from the response, and the upstream connection back to the pool.
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "worker.h"
 
@@ -21,6 +23,85 @@ constexpr size_t kMaxSniffedResponse = 4 << 20;  // usage is read from bodies up
 constexpr size_t kMaxModelLabels = 256;          // bound on distinct `model` label values
 }  // namespace
 
+namespace {
+
+// 8 bytes of `p` (fewer at the end: zero-filled) as a little-endian word.
+uint64_t Word(const char* p, size_t n) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, n < 8 ? n : 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+
+// http::IEquals(s, lower) for a `lower` with no byte in 'A'..'Z', a word at a
+// time: 'A'..'Z' in s are folded exactly (other bytes, non-ASCII included,
+// are compared as they are, as IEquals does).
+bool EqualsLower(std::string_view s, std::string_view lower) {
+  if (s.size() != lower.size()) return false;
+  constexpr uint64_t k01 = 0x0101010101010101ULL, k7f = 0x7f7f7f7f7f7f7f7fULL;
+  constexpr uint64_t k80 = 0x8080808080808080ULL;
+  for (size_t i = 0; i < s.size(); i += 8) {
+    const size_t n = s.size() - i;
+    const uint64_t x = Word(s.data() + i, n);
+    const uint64_t low7 = x & k7f;
+    // Bit 7 of a byte: ASCII and 'A' <= b <= 'Z' (no carry crosses bytes:
+    // each low-7-bit value plus at most 0x3f stays under 0x100).
+    const uint64_t upper = (low7 + (0x80 - 'A') * k01) & ~(low7 + (0x7f - 'Z') * k01) & ~x & k80;
+    if ((x | (upper >> 2)) != Word(lower.data() + i, n)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+HeaderName ClassifyHeader(std::string_view n) {
+  using H = HeaderName;
+  auto is = [n](std::string_view lower) { return EqualsLower(n, lower); };
+  // By length first: one comparison for most names, none for most others.
+  switch (n.size()) {
+    case 2:
+      return is("te") ? H::kHopByHop : H::kOther;
+    case 4:
+      return is("host") ? H::kHost : H::kOther;
+    case 6:
+      return is("expect") ? H::kExpect : H::kOther;
+    case 7:
+      return is("trailer") || is("upgrade") ? H::kHopByHop : H::kOther;
+    case 9:
+      return is("x-api-key") ? H::kApiKey : H::kOther;
+    case 10:
+      return is("connection") || is("keep-alive") ? H::kHopByHop : H::kOther;
+    case 12:
+      return is("x-request-id") ? H::kRequestId : H::kOther;
+    case 13:
+      return is("authorization") ? H::kAuthorization : H::kOther;
+    case 14:
+      return is("content-length") ? H::kContentLength : H::kOther;
+    case 15:
+      return is("x-forwarded-for") ? H::kForwardedFor : H::kOther;
+    case 16:
+      return is("proxy-connection")   ? H::kHopByHop
+             : is("x-forwarded-host") ? H::kForwardedHost
+                                      : H::kOther;
+    case 17:
+      return is("transfer-encoding")   ? H::kHopByHop
+             : is("x-forwarded-proto") ? H::kForwardedProto
+                                       : H::kOther;
+    case 18:
+      return is("proxy-authenticate") ? H::kHopByHop : H::kOther;
+    case 19:
+      return is("proxy-authorization") ? H::kHopByHop : H::kOther;
+    default:
+      return H::kOther;
+  }
+}
+
+bool IsHopByHop(std::string_view name, HeaderName kind, std::string_view connection) {
+  if (kind == HeaderName::kHopByHop) return true;
+  if (connection.empty() || http::IEquals(connection, "keep-alive")) return false;
+  return http::IsHopByHop(name, connection);
+}
+
 void Worker::BuildUpstreamHead(Request& r, const Attempt& a, size_t body_size) {
   const http::RequestHead& req = r.head;
   const GatewayConfig& cfg = r.rt->config;
@@ -36,23 +117,28 @@ void Worker::BuildUpstreamHead(Request& r, const Attempt& a, size_t body_size) {
   if (const http::HeaderView* cv = req.Find("connection")) connection = cv->value;
   std::string_view forwarded_for, original_host;
   for (const http::HeaderView& hv : req.headers) {
-    if (http::IsHopByHop(hv.name, connection)) continue;
-    if (http::IEquals(hv.name, "host")) {
-      original_host = hv.value;
-      continue;
-    }
-    if (http::IEquals(hv.name, "content-length") || http::IEquals(hv.name, "expect") ||
-        http::IEquals(hv.name, "x-request-id") || http::IEquals(hv.name, "x-forwarded-proto") ||
-        http::IEquals(hv.name, "x-forwarded-host")) {
-      continue;
-    }
-    if (http::IEquals(hv.name, "x-forwarded-for")) {
-      forwarded_for = hv.value;
-      continue;
-    }
-    if (!cfg.forward_credentials &&
-        (http::IEquals(hv.name, "authorization") || http::IEquals(hv.name, "x-api-key"))) {
-      continue;
+    const HeaderName kind = ClassifyHeader(hv.name);
+    if (IsHopByHop(hv.name, kind, connection)) continue;
+    switch (kind) {
+      case HeaderName::kHost:
+        original_host = hv.value;
+        continue;
+      case HeaderName::kContentLength:
+      case HeaderName::kExpect:
+      case HeaderName::kRequestId:
+      case HeaderName::kForwardedProto:
+      case HeaderName::kForwardedHost:
+        continue;  // the gateway sets these
+      case HeaderName::kForwardedFor:
+        forwarded_for = hv.value;
+        continue;
+      case HeaderName::kAuthorization:
+      case HeaderName::kApiKey:
+        if (!cfg.forward_credentials) continue;
+        break;
+      case HeaderName::kOther:
+      case HeaderName::kHopByHop:
+        break;
     }
     AppendHeader(hv.name, hv.value, &h);
   }
@@ -207,8 +293,9 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   std::string_view connection;
   if (const http::HeaderView* cv = rh.Find("connection")) connection = cv->value;
   for (const http::HeaderView& hv : rh.headers) {
-    if (http::IsHopByHop(hv.name, connection) || http::IEquals(hv.name, "content-length") ||
-        http::IEquals(hv.name, "x-request-id")) {
+    const HeaderName kind = ClassifyHeader(hv.name);
+    if (IsHopByHop(hv.name, kind, connection) || kind == HeaderName::kContentLength ||
+        kind == HeaderName::kRequestId) {
       continue;
     }
     AppendHeader(hv.name, hv.value, &out);

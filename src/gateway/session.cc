@@ -235,8 +235,10 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
   while (!done) {
     Refresh();
     // Pinned for the whole request: a reload may free the old runtime while
-    // this coroutine is suspended.
-    std::shared_ptr<const Runtime> rt = rt_;
+    // this coroutine is suspended. Copied only when it changed (no reference
+    // count traffic per request).
+    if (c->rt != rt_) c->rt = rt_;
+    const Runtime* rt = c->rt.get();
     const ServerLimits& limits = rt->config.limits;
     if (shared_.draining.load() && !first) break;
     // Waiting for the next request: the idle timeout until its first byte, the
@@ -267,7 +269,7 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
     }
     c->idle = false;
     r.Reset();
-    r.rt = rt.get();
+    r.rt = rt;
     r.start = Clk::now();
     RequestLog& log = r.log;
     log.client = c->client_addr;

@@ -91,6 +91,27 @@ inline void AppendHeader(std::string_view name, std::string_view value, std::str
   *p = '\n';
 }
 
+// The header names the proxy treats specially, case-insensitively
+// (ClassifyHeader, proxy.cc). kHopByHop is http::IsHopByHop's fixed list.
+enum class HeaderName : uint8_t {
+  kOther,
+  kHopByHop,
+  kHost,
+  kContentLength,
+  kExpect,
+  kRequestId,
+  kForwardedFor,
+  kForwardedProto,
+  kForwardedHost,
+  kAuthorization,
+  kApiKey,
+};
+HeaderName ClassifyHeader(std::string_view name);
+// http::IsHopByHop(name, connection) for a name ClassifyHeader gave `kind`,
+// without its list walk: the fixed list is the kind, and a Connection value of
+// just "keep-alive" names no other header.
+bool IsHopByHop(std::string_view name, HeaderName kind, std::string_view connection);
+
 // What one request did, for metrics and the audit record.
 struct RequestLog {
   std::string request_id;
@@ -221,7 +242,8 @@ struct Conn {
   Worker& w;
   boost::asio::ip::tcp::socket sock;
   Deadline deadline;
-  bool idle = true;  // waiting for a request (Drain closes it)
+  bool idle = true;                   // waiting for a request (Drain closes it)
+  std::shared_ptr<const Runtime> rt;  // the configuration of the current request
   Buffer in;
   Buffer up_in{kReadChunk};
   std::string client_addr;
