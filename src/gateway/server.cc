@@ -12,7 +12,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <chrono>
 #include <mutex>
@@ -54,17 +53,29 @@ void Worker::Start() {
   limiter_ = shared_.limiter->Attach(io_);
   Refresh();
   boost::asio::co_spawn(io_, Accept(), boost::asio::detached);
+  boost::asio::co_spawn(io_, Control(), boost::asio::detached);
   thread_ = std::thread([this] { io_.run(); });
 }
 
-void Worker::Drain() {
-  boost::asio::post(io_, [this] {
+boost::asio::awaitable<void> Worker::Control() {
+  boost::asio::steady_timer timer(io_);
+  bool drained = false;
+  for (;;) {
+    timer.expires_after(kControlPeriod);
     boost::system::error_code ec;
-    acceptor_.close(ec);
-    for (Conn* c : conns_) {
-      if (c->idle) c->sock.cancel(ec);
+    co_await timer.async_wait(internal::Nothrow(ec));
+    if (stop_requested_.load(std::memory_order_acquire)) {
+      io_.stop();
+      co_return;
     }
-  });
+    if (!drained && drain_requested_.load(std::memory_order_acquire)) {
+      drained = true;
+      acceptor_.close(ec);
+      for (Conn* c : conns_) {
+        if (c->idle) c->sock.cancel(ec);
+      }
+    }
+  }
 }
 
 void Worker::Join() {

@@ -11,7 +11,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
 
 #include "gantry/core/log.h"
 #include "worker.h"

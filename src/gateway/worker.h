@@ -18,8 +18,10 @@
 // Thread contract. Each Worker runs its own io_context on its own thread, and
 // everything a Worker owns (its connections and their Requests, its
 // UpstreamPool, its metric-series and key caches, its LimiterLoop) is touched
-// only on that thread: no locks. Other threads reach a Worker only through
-// asio::post (Drain) or io_context::stop (Stop). What workers share is
+// only on that thread: no locks, not even inside Asio (the io_context is
+// created BOOST_ASIO_CONCURRENCY_HINT_UNSAFE: its scheduler and reactor lock
+// nothing). Other threads reach a Worker only through two atomic flags
+// (Drain, Stop) that the loop itself polls (Control). What workers share is
 // internal::Shared (internal.h): the published Runtime and key table (behind
 // Shared::mu, re-read when Shared::generation changes), and objects that are
 // internally synchronised: the Limiter, Balancer, AuditLog, AnomalyDetector,
@@ -272,14 +274,16 @@ struct Conn {
 
 class Worker {
  public:
-  // io_ runs on one thread and only that thread touches its sockets (other
-  // threads post to it), so Asio's per-socket reactor lock is dropped; the
-  // scheduler and timer locks stay for those posts.
+  // io_ is used by one thread only: by the constructing thread until Start()
+  // (listening, spawning the first coroutines), then by the worker's thread
+  // until Join(). Nothing posts to it from elsewhere, so Asio does no locking
+  // at all (per operation its scheduler took and released a mutex several
+  // times).
   Worker(Shared& shared, int index, boost::asio::ssl::context* tls)
       : shared_(shared),
         index_(index),
         tls_(tls),
-        io_(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO),
+        io_(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE),
         acceptor_(io_) {}
   ~Worker() {
     // Pooled upstream sockets belong to io_; close them while it lives.
@@ -292,13 +296,20 @@ class Worker {
   // Attaches the limiter and starts the thread that runs the loop.
   void Start();
   // Stops accepting and closes idle keep-alive connections; busy ones close
-  // after their current response (Shared::draining).
-  void Drain();
-  void Stop() { io_.stop(); }
+  // after their current response (Shared::draining). Asynchronous: the loop
+  // acts on it within kControlPeriod.
+  void Drain() { drain_requested_.store(true, std::memory_order_release); }
+  // Stops the loop (within kControlPeriod); Join() waits for it.
+  void Stop() { stop_requested_.store(true, std::memory_order_release); }
   void Join();
   bool Idle() const { return open_conns_.load() == 0; }
 
  private:
+  // How often the loop looks at drain_requested_ and stop_requested_.
+  static constexpr std::chrono::milliseconds kControlPeriod{10};
+  // The loop's side of Drain() and Stop() (server.cc).
+  boost::asio::awaitable<void> Control();
+
   // --- session.cc ---
   boost::asio::awaitable<void> Accept();
   boost::asio::awaitable<void> Watchdog(std::shared_ptr<Conn> c);
@@ -378,6 +389,8 @@ class Worker {
   // suspended sessions, whose cleanup touches them.
   std::set<Conn*> conns_;
   std::atomic<int64_t> open_conns_{0};
+  std::atomic<bool> drain_requested_{false};
+  std::atomic<bool> stop_requested_{false};
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::thread thread_;
