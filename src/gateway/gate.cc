@@ -71,7 +71,7 @@ Status Worker::Authenticate(Request& r, std::string* reason) {
       *reason = std::string(security::KeyCheckName(check));
       return PermissionDenied(fmt::format("API key rejected: {}", *reason));
     }
-    who->kind.assign("api_key");
+    who->kind = "api_key";
     who->key_id.assign(info->id);
     who->roles.resize(1);
     who->roles[0].assign(info->role);
@@ -86,7 +86,7 @@ Status Worker::Authenticate(Request& r, std::string* reason) {
     *reason = "jwt_" + claims.status().message();
     return PermissionDenied(fmt::format("token rejected: {}", claims.status().message()));
   }
-  who->kind.assign("jwt");
+  who->kind = "jwt";
   who->key_id.assign(claims->subject);
   who->roles = std::move(claims->roles);
   return Status::Ok();

@@ -82,8 +82,8 @@ struct Shared {
 
 // Who is calling, once authenticated.
 struct Identity {
-  std::string kind;    // "api_key", "jwt", "anonymous"
-  std::string key_id;  // API key id, or JWT subject
+  std::string_view kind;  // "api_key", "jwt", "anonymous" (static strings)
+  std::string key_id;     // API key id, or JWT subject
   std::vector<std::string> roles;
 };
 

@@ -25,31 +25,44 @@ constexpr size_t kMaxModelLabels = 256;          // bound on distinct `model` la
 
 namespace {
 
-// 8 bytes of `p` (fewer at the end: zero-filled) as a little-endian word.
-uint64_t Word(const char* p, size_t n) {
-  uint64_t v = 0;
-  std::memcpy(&v, p, n < 8 ? n : 8);
+// The 8 bytes at `p` as a little-endian word.
+uint64_t Word(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
   if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 
-// http::IEquals(s, lower) for a `lower` with no byte in 'A'..'Z', a word at a
-// time: 'A'..'Z' in s are folded exactly (other bytes, non-ASCII included,
-// are compared as they are, as IEquals does).
-bool EqualsLower(std::string_view s, std::string_view lower) {
-  if (s.size() != lower.size()) return false;
+// `x` with 'A'..'Z' folded to lower case in each byte, exactly (no other
+// byte changes, non-ASCII included).
+uint64_t FoldUpper(uint64_t x) {
   constexpr uint64_t k01 = 0x0101010101010101ULL, k7f = 0x7f7f7f7f7f7f7f7fULL;
   constexpr uint64_t k80 = 0x8080808080808080ULL;
-  for (size_t i = 0; i < s.size(); i += 8) {
-    const size_t n = s.size() - i;
-    const uint64_t x = Word(s.data() + i, n);
-    const uint64_t low7 = x & k7f;
-    // Bit 7 of a byte: ASCII and 'A' <= b <= 'Z' (no carry crosses bytes:
-    // each low-7-bit value plus at most 0x3f stays under 0x100).
-    const uint64_t upper = (low7 + (0x80 - 'A') * k01) & ~(low7 + (0x7f - 'Z') * k01) & ~x & k80;
-    if ((x | (upper >> 2)) != Word(lower.data() + i, n)) return false;
+  const uint64_t low7 = x & k7f;
+  // Bit 7 of a byte: ASCII and 'A' <= b <= 'Z' (no carry crosses bytes: each
+  // low-7-bit value plus at most 0x3f stays under 0x100).
+  const uint64_t upper = (low7 + (0x80 - 'A') * k01) & ~(low7 + (0x7f - 'Z') * k01) & ~x & k80;
+  return x | (upper >> 2);
+}
+
+// http::IEquals(s, lower) for a `lower` with no byte in 'A'..'Z', a word at a
+// time (the last word overlaps the one before it; names under 8 bytes go
+// byte by byte).
+bool EqualsLower(std::string_view s, std::string_view lower) {
+  const size_t n = s.size();
+  if (n != lower.size()) return false;
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i) {
+      char c = s[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+      if (c != lower[i]) return false;
+    }
+    return true;
   }
-  return true;
+  for (size_t i = 0; i + 8 < n; i += 8) {
+    if (FoldUpper(Word(s.data() + i)) != Word(lower.data() + i)) return false;
+  }
+  return FoldUpper(Word(s.data() + n - 8)) == Word(lower.data() + n - 8);
 }
 
 }  // namespace

@@ -133,8 +133,9 @@ struct RequestLog {
   // Back to the state of a new request, keeping the strings' capacity.
   void Reset() {
     for (std::string* f : {&request_id, &model, &reason, &key_id, &role, &backend}) f->clear();
-    route.assign("-");
-    decision.assign("allow");
+    // Most requests leave these as they were: skip the assignment then.
+    if (route != "-") route.assign("-");
+    if (decision != "allow") decision.assign("allow");
     status = 0;
     prompt_tokens = completion_tokens = 0;
     bytes_in = bytes_out = 0;
@@ -152,7 +153,7 @@ struct GateResult {
   void Reset() {
     route = nullptr;
     admin = false;
-    who.kind.assign("anonymous");
+    who.kind = "anonymous";
     who.key_id.clear();
     who.roles.clear();
   }
