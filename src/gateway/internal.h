@@ -11,16 +11,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "anomaly.h"
 #include "gantry/core/http_parser.h"
 #include "gantry/core/metrics.h"
-#include "gantry/gateway/anomaly.h"
 #include "gantry/gateway/config.h"
 #include "gantry/gateway/limits.h"
-#include "gantry/gateway/pool.h"
 #include "gantry/security/audit.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/key_store.h"
 #include "gantry/security/rbac.h"
+#include "pool.h"
 
 namespace gantry::gateway::internal {
 

@@ -18,10 +18,10 @@
 #include <unordered_map>
 
 #include "gantry/core/log.h"
-#include "gantry/gateway/redis.h"
 #include "gantry/security/crypto.h"
 #include "gantry/security/rbac.h"
 #include "quota_store.h"
+#include "redis.h"
 
 namespace gantry::gateway {
 namespace {

@@ -41,7 +41,7 @@
 #include "gantry/core/http_parser.h"
 #include "gantry/core/status.h"
 #include "gantry/gateway/config.h"
-#include "gantry/gateway/pool.h"
+#include "pool.h"
 
 namespace gantry::gateway::internal {
 

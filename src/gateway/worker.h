@@ -60,9 +60,9 @@
 #include "gantry/core/http_parser.h"
 #include "gantry/core/metrics.h"
 #include "gantry/gateway/limits.h"
-#include "gantry/gateway/pool.h"
-#include "gantry/gateway/sniff.h"
 #include "internal.h"
+#include "pool.h"
+#include "sniff.h"
 #include "upstream.h"
 
 namespace gantry::gateway::internal {
