@@ -248,6 +248,72 @@ void Worker::CountTokens(const RequestLog& log) {
   if (tc->second.second) tc->second.second->Inc(static_cast<double>(log.completion_tokens));
 }
 
+Worker::ClientFraming Worker::BuildResponseHead(Request& r, const Attempt& a,
+                                                const http::ResponseHead& rh) {
+  const http::RequestHead& req = r.head;
+  const Call& call = r.call;
+  const RequestLog& log = r.log;
+  std::string& out = r.conn.resp_head;
+  bool client11 = req.minor_version == 1;
+  bool rewrite = call.openai_stream;  // SSE bytes may change (usage chunk removed)
+  out.clear();
+  out += "HTTP/1.1 "sv;
+  AppendInt(rh.status, &out);
+  out += ' ';
+  out += rh.reason.empty() ? http::ReasonPhrase(rh.status) : rh.reason;
+  out += "\r\n"sv;
+  std::string_view connection;
+  if (const http::HeaderView* cv = rh.Find("connection")) connection = cv->value;
+  for (const http::HeaderView& hv : rh.headers) {
+    const HeaderName kind = ClassifyHeader(hv.name);
+    if (IsHopByHop(hv.name, kind, connection) || kind == HeaderName::kContentLength ||
+        kind == HeaderName::kRequestId) {
+      continue;
+    }
+    AppendHeader(hv.name, hv.value, &out);
+  }
+  AppendHeader("x-request-id", log.request_id, &out);
+  if (!a.degraded.empty()) AppendHeader("X-Gantry-Degraded", a.degraded, &out);
+  const Admission* adm = call.limited ? &call.adm : nullptr;
+  if (adm != nullptr && adm->has_rate_headers) {
+    out += "RateLimit-Limit: "sv;
+    AppendInt(static_cast<int64_t>(adm->limit), &out);
+    out += "\r\nRateLimit-Remaining: "sv;
+    AppendInt(static_cast<int64_t>(adm->remaining), &out);
+    out += "\r\nRateLimit-Reset: "sv;
+    AppendInt(static_cast<int64_t>(std::ceil(adm->reset_s)), &out);
+    out += "\r\n"sv;
+  }
+  ClientFraming f;
+  f.close = !req.keep_alive || shared_.draining.load();
+  if (rh.framing == http::BodyFraming::kContentLength && !rewrite) {
+    out += "Content-Length: "sv;
+    AppendInt(static_cast<int64_t>(rh.content_length), &out);
+    out += "\r\n"sv;
+  } else if (rh.framing == http::BodyFraming::kNone) {
+    // HEAD and 304 answers describe a body that is not sent: keep the
+    // backend's (validated) length. Other bodiless answers say 0.
+    const http::HeaderView* cl = rh.Find("content-length");
+    if (cl != nullptr && (req.method == "HEAD" || rh.status == 304)) {
+      fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", cl->value);
+    } else if (rh.status >= 200 && rh.status != 204 && rh.status != 304 && req.method != "HEAD") {
+      out += "Content-Length: 0\r\n"sv;
+    }
+  } else if (client11) {
+    out += "Transfer-Encoding: chunked\r\n"sv;
+    f.chunked = true;
+  } else {
+    f.close = true;  // HTTP/1.0 client: the body ends when we close
+  }
+  if (f.close) {
+    out += "Connection: close\r\n"sv;
+  } else if (req.minor_version == 0) {
+    out += "Connection: keep-alive\r\n"sv;
+  }
+  out += "\r\n"sv;
+  return f;
+}
+
 awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   Conn& c = r.conn;
   const http::RequestHead& req = r.head;
@@ -293,64 +359,10 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   }
 
   // Response head to the client.
-  bool client11 = req.minor_version == 1;
-  bool rewrite = call.openai_stream;  // SSE bytes may change (usage chunk removed)
-  bool chunked_out = false;
+  const ClientFraming framing = BuildResponseHead(r, a, rh);
+  const bool chunked_out = framing.chunked;
+  const bool client_close = framing.close;
   std::string& out = c.resp_head;
-  out.clear();
-  out += "HTTP/1.1 "sv;
-  AppendInt(rh.status, &out);
-  out += ' ';
-  out += rh.reason.empty() ? http::ReasonPhrase(rh.status) : rh.reason;
-  out += "\r\n"sv;
-  std::string_view connection;
-  if (const http::HeaderView* cv = rh.Find("connection")) connection = cv->value;
-  for (const http::HeaderView& hv : rh.headers) {
-    const HeaderName kind = ClassifyHeader(hv.name);
-    if (IsHopByHop(hv.name, kind, connection) || kind == HeaderName::kContentLength ||
-        kind == HeaderName::kRequestId) {
-      continue;
-    }
-    AppendHeader(hv.name, hv.value, &out);
-  }
-  AppendHeader("x-request-id", log.request_id, &out);
-  if (!a.degraded.empty()) AppendHeader("X-Gantry-Degraded", a.degraded, &out);
-  const Admission* adm = call.limited ? &call.adm : nullptr;
-  if (adm != nullptr && adm->has_rate_headers) {
-    out += "RateLimit-Limit: "sv;
-    AppendInt(static_cast<int64_t>(adm->limit), &out);
-    out += "\r\nRateLimit-Remaining: "sv;
-    AppendInt(static_cast<int64_t>(adm->remaining), &out);
-    out += "\r\nRateLimit-Reset: "sv;
-    AppendInt(static_cast<int64_t>(std::ceil(adm->reset_s)), &out);
-    out += "\r\n"sv;
-  }
-  bool client_close = !req.keep_alive || shared_.draining.load();
-  if (rh.framing == http::BodyFraming::kContentLength && !rewrite) {
-    out += "Content-Length: "sv;
-    AppendInt(static_cast<int64_t>(rh.content_length), &out);
-    out += "\r\n"sv;
-  } else if (rh.framing == http::BodyFraming::kNone) {
-    // HEAD and 304 answers describe a body that is not sent: keep the
-    // backend's (validated) length. Other bodiless answers say 0.
-    const http::HeaderView* cl = rh.Find("content-length");
-    if (cl != nullptr && (req.method == "HEAD" || rh.status == 304)) {
-      fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", cl->value);
-    } else if (rh.status >= 200 && rh.status != 204 && rh.status != 304 && req.method != "HEAD") {
-      out += "Content-Length: 0\r\n"sv;
-    }
-  } else if (client11) {
-    out += "Transfer-Encoding: chunked\r\n"sv;
-    chunked_out = true;
-  } else {
-    client_close = true;  // HTTP/1.0 client: the body ends when we close
-  }
-  if (client_close) {
-    out += "Connection: close\r\n"sv;
-  } else if (req.minor_version == 0) {
-    out += "Connection: keep-alive\r\n"sv;
-  }
-  out += "\r\n"sv;
   log.status = rh.status;
 
   // Body.
@@ -493,7 +505,8 @@ awaitable<bool> Worker::Proxy(Request& r, Attempt& a) {
   if (hist->second != nullptr) hist->second->Observe(log.upstream_s);
   // A response cut short cannot be completed: close the client connection so
   // it sees the truncation.
-  co_return up_ok&& client_ok && !client_close;
+  const bool keep = up_ok && client_ok && !client_close;
+  co_return keep;
 }
 
 }  // namespace gantry::gateway::internal

@@ -370,6 +370,14 @@ class Worker {
   boost::asio::awaitable<bool> Proxy(Request& r, Attempt& a);
   // The request head sent upstream, into Conn::up_head.
   void BuildUpstreamHead(Request& r, const Attempt& a, size_t body_size);
+  // How the response body goes to the client.
+  struct ClientFraming {
+    bool chunked = false;  // re-chunked (the backend's length is not kept)
+    bool close = false;    // the connection closes after it
+  };
+  // The response head sent to the client for the backend's head `rh`, into
+  // Conn::resp_head.
+  ClientFraming BuildResponseHead(Request& r, const Attempt& a, const http::ResponseHead& rh);
   // r.answer, r.log.reason, a.outcome and the error counter for an exchange
   // that ended before a usable response head.
   void UpstreamFailed(Request& r, Attempt& a, const UpstreamExchange& x);
