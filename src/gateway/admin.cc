@@ -7,10 +7,10 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "anomaly.h"
 #include "gantry/core/log.h"
-#include "gantry/gateway/anomaly.h"
-#include "gantry/gateway/pool.h"
 #include "internal.h"
+#include "pool.h"
 
 namespace gantry::gateway::internal {
 namespace {

@@ -1,5 +1,5 @@
-// Output anomaly detection (see gantry/gateway/anomaly.h for the model).
-#include "gantry/gateway/anomaly.h"
+// Output anomaly detection (see anomaly.h for the model).
+#include "anomaly.h"
 
 #include <fmt/format.h>
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "anomaly.h"
 #include "gantry/core/config.h"
-#include "gantry/gateway/anomaly.h"
 #include "gantry/gateway/anomaly_config.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "gantry/gateway/anomaly.h"
+#include "anomaly.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

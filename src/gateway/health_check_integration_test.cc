@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "gantry/gateway/pool.h"
+#include "pool.h"
 
 namespace gantry::gateway {
 namespace {

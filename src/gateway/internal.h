@@ -1,5 +1,6 @@
-// Pieces of the gateway shared by server.cc (listeners, sessions, proxy) and
-// admin.cc (the admin API). Not a public interface.
+// Pieces of the gateway shared by the request path (worker.h and the files
+// it names), the lifecycle (server.cc) and the admin API (admin.cc). Not a
+// public interface.
 #pragma once
 
 #include <atomic>
@@ -10,16 +11,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "anomaly.h"
 #include "gantry/core/http_parser.h"
 #include "gantry/core/metrics.h"
-#include "gantry/gateway/anomaly.h"
 #include "gantry/gateway/config.h"
-#include "gantry/gateway/pool.h"
 #include "gantry/gateway/limits.h"
 #include "gantry/security/audit.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/key_store.h"
 #include "gantry/security/rbac.h"
+#include "pool.h"
 
 namespace gantry::gateway::internal {
 
@@ -31,7 +32,8 @@ struct Runtime {
   std::unique_ptr<security::JwtVerifier> jwt;  // null when JWT is off
 };
 
-// Metric handles that do not depend on per-request labels.
+// Metric handles that do not depend on per-request labels. The handles are
+// set once at Create; the series behind them are atomics.
 struct Metrics {
   metrics::Histogram* request_seconds = nullptr;
   metrics::Gauge* active_connections = nullptr;
@@ -48,25 +50,27 @@ struct Metrics {
   metrics::Counter* tls_handshake_errors = nullptr;
 };
 
-// Process-wide state, shared by all workers. Thread-safe as noted.
+// Process-wide state, shared by all workers (each on its own thread) and the
+// threads that call Gateway's methods. Thread-safe as noted per member;
+// members without a note are set before the workers start and then only read.
 struct Shared {
-  std::mutex mu;                               // guards runtime, keys
+  std::mutex mu;  // guards runtime, keys
   std::shared_ptr<const Runtime> runtime;
   std::shared_ptr<const security::KeyTable> keys;
-  std::atomic<uint64_t> generation{1};         // bumped when runtime or keys change
+  std::atomic<uint64_t> generation{1};  // bumped when runtime or keys change
 
   std::unique_ptr<security::KeyStore> key_store;  // internally locked
-  std::unique_ptr<Limiter> limiter;
-  std::unique_ptr<security::AuditLog> audit;   // null when audit is off
-  std::unique_ptr<Balancer> balancer;          // pools, rollouts, drain (internally synchronised)
+  std::unique_ptr<Limiter> limiter;               // thread-safe; one LimiterLoop per worker
+  std::unique_ptr<security::AuditLog> audit;      // null when audit is off; Append is thread-safe
+  std::unique_ptr<Balancer> balancer;  // pools, rollouts, drain (internally synchronised)
   // Output anomaly detection; null when `anomaly:` is absent. Replaced only
   // while workers are stopped; Reconfigure()d on reload.
   std::unique_ptr<AnomalyDetector> anomaly;
-  metrics::Registry registry;
+  metrics::Registry registry;  // thread-safe (series are atomics)
   Metrics m;
   std::atomic<int64_t> connections{0};
   std::atomic<bool> draining{false};
-  std::string instance;                        // random hex, prefix of request ids
+  std::string instance;  // random hex, prefix of request ids
 
   void Publish(std::shared_ptr<const Runtime> rt, std::shared_ptr<const security::KeyTable> kt) {
     std::lock_guard<std::mutex> lock(mu);
@@ -78,25 +82,30 @@ struct Shared {
 
 // Who is calling, once authenticated.
 struct Identity {
-  std::string kind;  // "api_key", "jwt", "anonymous"
-  std::string key_id;  // API key id, or JWT subject
+  std::string_view kind;  // "api_key", "jwt", "anonymous" (static strings)
+  std::string key_id;     // API key id, or JWT subject
   std::vector<std::string> roles;
 };
 
 // A response produced inside the gateway (errors, admin API, health).
 struct LocalResponse {
   int status = 200;
-  std::string content_type = "application/json";
+  std::string_view content_type = "application/json";  // a static string
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // {"error":{"code":...,"message":...,"type":...}} — the OpenAI error shape,
-// which clients of OpenAI-compatible servers already parse.
+// which clients of OpenAI-compatible servers already parse (session.cc).
 LocalResponse ErrorResponse(int status, std::string_view code, std::string_view message);
 
-// Escapes `s` as the inside of a JSON string.
+// Escapes `s` as the inside of a JSON string (access_log.cc): '"', '\\',
+// \n, \r and \t as two-character escapes, other control bytes as \u00XX,
+// everything else (UTF-8 included) as it is.
 void AppendJsonEscaped(std::string_view s, std::string* out);
+// The same bytes written at `out`, which must have room for 6 * s.size()
+// bytes; returns the end of what it wrote.
+char* EscapeJsonTo(std::string_view s, char* out);
 
 // admin.cc: handles /admin/... for an authenticated identity. `req` and
 // `body` are the client's request.

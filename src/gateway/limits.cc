@@ -18,10 +18,10 @@
 #include <unordered_map>
 
 #include "gantry/core/log.h"
-#include "gantry/gateway/redis.h"
 #include "gantry/security/crypto.h"
 #include "gantry/security/rbac.h"
 #include "quota_store.h"
+#include "redis.h"
 
 namespace gantry::gateway {
 namespace {
@@ -228,7 +228,8 @@ Windows ComputeWindows(std::chrono::system_clock::time_point wall) {
 }
 
 // Calendar arithmetic and formatting once per second per thread, not per request.
-Windows WindowsAt(std::chrono::system_clock::time_point wall) {
+// The result is this thread's cached copy: valid until its next call.
+const Windows& WindowsAt(std::chrono::system_clock::time_point wall) {
   using namespace std::chrono;
   thread_local Windows cached;
   thread_local bool valid = false;
@@ -258,6 +259,9 @@ struct PlannedBucket {
 
 const std::string kNoRule;
 
+struct Bucket;      // below
+struct UsageCount;  // below
+
 // One usage counter (calls or tokens of a subject in a period) and its strictest limit.
 struct PlannedCounter {
   std::string subject;
@@ -282,6 +286,17 @@ struct LimiterPlan {
   std::string day;          // the UTC day it was built for ("" = no counters)
   bool limited = false;     // some bucket or counter has a limit
   bool token_work = false;  // some token bucket or token counter (Settle corrects it)
+
+  // Where buckets[i] and counters[j] live in LimiterState, remembered across
+  // requests (a map lookup each was most of a decision). An entry is used
+  // while the epoch it was taken at is current; the epochs change when
+  // entries are erased (PruneBuckets per shard, Flush for usage). Each is read
+  // and written only under the lock of what it points into (the bucket's
+  // shard mutex, usage_mu), so a plan stays race-free whoever uses it.
+  mutable std::vector<Bucket*> bucket_at;
+  mutable std::vector<uint64_t> bucket_epoch;
+  mutable std::vector<UsageCount*> usage_at;
+  mutable uint64_t usage_epoch = 0;
 };
 
 namespace {
@@ -365,6 +380,8 @@ std::shared_ptr<const LimiterPlan> MakePlan(std::shared_ptr<const Rules> rules_p
     p->limited = true;
     p->token_work = p->token_work || b.tokens;
   }
+  p->bucket_at.assign(p->buckets.size(), nullptr);
+  p->bucket_epoch.assign(p->buckets.size(), 0);
   const bool key_present = !subj.key_id.empty();
   bool need_windows = key_present;
   for (const auto& q : rules.quotas) need_windows = need_windows || Applies(q.scope, q.match, subj);
@@ -390,6 +407,7 @@ std::shared_ptr<const LimiterPlan> MakePlan(std::shared_ptr<const Rules> rules_p
     p->limited = p->limited || c.limit > 0;
     p->token_work = p->token_work || c.tokens;
   }
+  p->usage_at.assign(p->counters.size(), nullptr);
   return p;
 }
 
@@ -647,15 +665,56 @@ struct LimiterState {
 
   mutable std::mutex rules_mu;
   std::shared_ptr<const Rules> rules;
+  // Bumped (under rules_mu) whenever `rules` is replaced, so that a loop can
+  // tell its snapshot is current without taking the lock per request.
+  std::atomic<uint64_t> rules_generation{0};
 
   struct Shard {
     std::mutex mu;
     std::unordered_map<std::string, Bucket> buckets;
+    uint64_t epoch = 0;  // bumped when buckets are erased (LimiterPlan::bucket_at)
   };
   std::array<Shard, kShards> shards;
 
   mutable std::mutex usage_mu;
   std::map<std::pair<std::string, std::string>, UsageCount, UsageLess> usage;  // (subject, period)
+  uint64_t usage_epoch = 0;  // bumped when usage entries are erased (LimiterPlan::usage_at)
+
+  // plan.buckets[i]'s bucket, or nullptr when it does not exist. Its shard's
+  // mutex held.
+  Bucket* FindBucket(const LimiterPlan& plan, size_t i) {
+    Shard& sh = shards[plan.buckets[i].shard];
+    if (plan.bucket_at[i] != nullptr && plan.bucket_epoch[i] == sh.epoch) {
+      return plan.bucket_at[i];
+    }
+    auto it = sh.buckets.find(plan.buckets[i].key);
+    if (it == sh.buckets.end()) return nullptr;
+    plan.bucket_at[i] = &it->second;
+    plan.bucket_epoch[i] = sh.epoch;
+    return &it->second;
+  }
+  // The same, created when absent.
+  Bucket& BucketAt(const LimiterPlan& plan, size_t i) {
+    if (Bucket* b = FindBucket(plan, i)) return *b;
+    Shard& sh = shards[plan.buckets[i].shard];
+    Bucket& b = sh.buckets.try_emplace(plan.buckets[i].key).first->second;
+    plan.bucket_at[i] = &b;
+    plan.bucket_epoch[i] = sh.epoch;
+    return b;
+  }
+  // plan.counters[j]'s counter, or nullptr when it does not exist. usage_mu held.
+  UsageCount* FindUsage(const LimiterPlan& plan, size_t j) {
+    if (plan.usage_epoch != usage_epoch) {
+      std::fill(plan.usage_at.begin(), plan.usage_at.end(), nullptr);
+      plan.usage_epoch = usage_epoch;
+    }
+    if (plan.usage_at[j] == nullptr) {
+      const PlannedCounter& c = plan.counters[j];
+      auto it = usage.find(UsageKey{c.subject, c.period});
+      if (it != usage.end()) plan.usage_at[j] = &it->second;
+    }
+    return plan.usage_at[j];
+  }
 
   // The counter of (subject, period), created at zero when absent. usage_mu held.
   UsageCount& UsageAt(std::string_view subject, std::string_view period) {
@@ -711,10 +770,7 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
     ShardLocks locks(shards, mask);
     for (size_t i = 0; i < buckets.size(); ++i) {
       const PlannedBucket& pb = buckets[i];
-      auto& map = shards[pb.shard].buckets;
-      auto it = map.find(pb.key);
-      if (it == map.end()) it = map.try_emplace(pb.key).first;
-      Bucket& b = it->second;
+      Bucket& b = BucketAt(*plan.shape, i);
       if (b.capacity != pb.rule->capacity || b.rate != pb.rule->rate) {
         // New (capacity 0), or a rule that changed its numbers.
         b = Bucket{pb.rule->capacity, now, pb.rule->capacity, pb.rule->rate};
@@ -732,9 +788,9 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
       // missing one is created only when the request is admitted.
       thread_local std::vector<UsageCount*> us;
       us.clear();
-      for (const auto& c : plan.counters()) {
-        auto it = usage.find(UsageKey{c.subject, c.period});
-        UsageCount* u = it == usage.end() ? nullptr : &it->second;
+      for (size_t j = 0; j < plan.counters().size(); ++j) {
+        const PlannedCounter& c = plan.counters()[j];
+        UsageCount* u = FindUsage(*plan.shape, j);
         us.push_back(u);
         const int64_t used = u == nullptr ? 0 : (c.tokens ? u->tokens : u->calls);
         if (CounterDenies(used, plan.Cost(c), c.limit)) {
@@ -752,6 +808,7 @@ Admission LimiterState::DecideLocal(const Plan& plan) {
         for (size_t j = 0; j < counters.size(); ++j) {
           UsageCount& u =
               us[j] != nullptr ? *us[j] : UsageAt(counters[j].subject, counters[j].period);
+          plan.shape->usage_at[j] = &u;  // same epoch: nothing was erased meanwhile
           (counters[j].tokens ? u.tokens : u.calls) += plan.Cost(counters[j]);
           u.dirty = true;
         }
@@ -780,25 +837,25 @@ void LimiterState::SettleLocal(const Admission& a, double delta) {
   const LimiterPlan& plan = *a.settle;
   if (!a.via_redis) {
     const auto now = clock->Now();
-    for (const PlannedBucket& pb : plan.buckets) {
+    for (size_t i = 0; i < plan.buckets.size(); ++i) {
+      const PlannedBucket& pb = plan.buckets[i];
       if (!pb.rule->tokens) continue;
-      Shard& s = shards[pb.shard];
-      std::lock_guard lock(s.mu);
-      auto it = s.buckets.find(pb.key);
-      if (it == s.buckets.end()) continue;  // pruned while full: nothing to correct against
-      it->second.Refill(now);
-      it->second.tokens -= delta;
+      std::lock_guard lock(shards[pb.shard].mu);
+      Bucket* b = FindBucket(plan, i);
+      if (b == nullptr) continue;  // pruned while full: nothing to correct against
+      b->Refill(now);
+      b->tokens -= delta;
     }
   }
   const int64_t idelta = std::llround(delta);
   if (idelta == 0) return;
   std::lock_guard lock(usage_mu);
-  for (const PlannedCounter& c : plan.counters) {
-    if (!c.tokens) continue;
-    auto it = usage.find(UsageKey{c.subject, c.period});
-    if (it == usage.end()) continue;
-    it->second.tokens = std::max<int64_t>(0, it->second.tokens + idelta);
-    it->second.dirty = true;
+  for (size_t j = 0; j < plan.counters.size(); ++j) {
+    if (!plan.counters[j].tokens) continue;
+    UsageCount* u = FindUsage(plan, j);
+    if (u == nullptr) continue;
+    u->tokens = std::max<int64_t>(0, u->tokens + idelta);
+    u->dirty = true;
   }
 }
 
@@ -817,6 +874,7 @@ Status LimiterState::Flush() {
       // Past windows are only needed on disk.
       const bool current = it->first.second == w.day || it->first.second == w.month;
       if (!current && (store || !it->second.dirty)) {
+        if (store) ++usage_epoch;  // LimiterPlan::usage_at may point at it
         it = store ? usage.erase(it) : std::next(it);
       } else {
         ++it;
@@ -847,6 +905,7 @@ void LimiterState::PruneBuckets() {
     for (auto it = s.buckets.begin(); it != s.buckets.end();) {
       it->second.Refill(now);
       if (it->second.tokens >= it->second.capacity) {
+        ++s.epoch;  // LimiterPlan::bucket_at may point at it
         it = s.buckets.erase(it);
       } else {
         ++it;
@@ -940,6 +999,7 @@ Status Limiter::Reconfigure(LimiterConfig config) {
   }
   std::lock_guard lock(state_->rules_mu);
   state_->rules = std::move(rules);
+  state_->rules_generation.fetch_add(1, std::memory_order_release);
   return Status::Ok();
 }
 
@@ -980,6 +1040,7 @@ struct LimiterLoop::Impl {
   std::unordered_map<std::string, std::shared_ptr<const LimiterPlan>> plan_cache;
   std::string cache_key;
   std::shared_ptr<const Rules> cached_rules;  // the snapshot the cached plans were built for
+  uint64_t cached_generation = 0;             // LimiterState::rules_generation it was read at
   static constexpr size_t kPlanCacheMax = 4096;
   static constexpr size_t kPlanCacheMaxKey = 512;  // bytes of (key id, role, model)
 
@@ -1151,9 +1212,20 @@ std::unique_ptr<LimiterLoop> Limiter::Attach(asio::io_context& io) {
 }
 
 Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
-  std::shared_ptr<const Rules> rules = st->Snapshot();
+  // The rules snapshot is re-read only after a Reconfigure (no lock and no
+  // reference count per request). A reload replaces every plan: drop them all
+  // rather than keep old rule sets alive until each subject comes back.
+  const uint64_t generation = st->rules_generation.load(std::memory_order_acquire);
+  if (!cached_rules || generation != cached_generation) {
+    std::shared_ptr<const Rules> rules = st->Snapshot();
+    cached_generation = generation;
+    if (rules != cached_rules) {
+      plan_cache.clear();
+      cached_rules = std::move(rules);
+    }
+  }
   const auto wall = st->clock->WallNow();
-  const Windows win = WindowsAt(wall);
+  const Windows& win = WindowsAt(wall);
   Plan plan;
   plan.estimate = std::max(0.0, estimate);
   plan.tok = std::llround(plan.estimate);
@@ -1166,18 +1238,12 @@ Plan LimiterLoop::Impl::PlanFor(const Subject& subject, double estimate) {
     cache_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
     cache_key.append(part);
   }
-  // A reload replaces every plan: drop them all rather than keep old rule
-  // sets alive until each subject comes back.
-  if (rules != cached_rules) {
-    plan_cache.clear();
-    cached_rules = rules;
-  }
   auto it = plan_cache.find(cache_key);
   if (it != plan_cache.end() && (it->second->day.empty() || it->second->day == win.day)) {
     plan.shape = it->second;
     return plan;
   }
-  plan.shape = MakePlan(std::move(rules), subject, win);
+  plan.shape = MakePlan(cached_rules, subject, win);
   // Bounded in entries and in size: the model name comes from the client
   // (up to the body limit), so long subjects are planned per request instead.
   if (cache_key.size() > kPlanCacheMaxKey) return plan;

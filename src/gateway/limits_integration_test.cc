@@ -20,7 +20,7 @@
 
 #include "gantry/core/log.h"
 #include "gantry/gateway/limits.h"
-#include "gantry/gateway/redis.h"
+#include "redis.h"
 #include "redis_test_server.h"
 
 namespace gantry::gateway {

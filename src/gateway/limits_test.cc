@@ -343,6 +343,46 @@ TEST(LimiterTest, QuotaUsageSurvivesRestart) {
   std::filesystem::remove_all(dir);
 }
 
+// Plans remember where their counters are; a flush that drops a past day's
+// counters from memory must make them look again. Settling an admission of
+// the previous day then finds nothing in memory and changes nothing (run
+// under valgrind or ASan, a stale pointer would be a write to freed memory).
+TEST(LimiterTest, SettleAfterTheDayWasFlushedAwayTouchesNothing) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("gantry_limits_settle_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  FakeClock clock(seconds(1000), Wall(1794744000 + 12 * 3600 - 2));  // 2026-11-15T23:59:58Z
+  LimiterConfig c;
+  QuotaRule q;
+  q.scope = "key";
+  q.tokens_per_day = 100000;
+  c.quotas = {q};
+  c.state_path = (dir / "state.db").string();
+  {
+    auto l = Make(c, &clock);
+    Driver d(*l);
+    Admission a1 = d.Admit("k", 600);
+    Admission a2 = d.Admit("k", 600);  // the plan's counters are known by now
+    ASSERT_TRUE(a1.allowed && a2.allowed);
+    clock.Advance(seconds(3));     // 2026-11-16
+    ASSERT_TRUE(l->Flush().ok());  // the 15th only on disk now
+    d.Settle(a1, 100);
+    d.Settle(a2, 100);
+    Admission a3 = d.Admit("k", 600);
+    ASSERT_TRUE(a3.allowed);
+    d.Settle(a3, 100);  // the new day's counter is corrected
+    auto rows = l->Usage("key:k");
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_EQ(rows->size(), 3u);  // 2026-11, 2026-11-15, 2026-11-16
+    EXPECT_EQ((*rows)[1].period, "2026-11-15");
+    EXPECT_EQ((*rows)[1].tokens, 1200);  // as flushed: its settlements came too late
+    EXPECT_EQ((*rows)[2].period, "2026-11-16");
+    EXPECT_EQ((*rows)[2].tokens, 100);
+    EXPECT_EQ((*rows)[2].calls, 1);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LimiterTest, ReconfigureKeepsStateOfUnchangedRules) {
   FakeClock clock(seconds(1000), Wall(1794744000));
   LimiterConfig c;

@@ -1,7 +1,7 @@
 // Backend pools at run time: an immutable snapshot of the configuration read
 // lock-free by the request path, plus per-backend and per-pool atomics that
 // live as long as the Balancer (kept across reloads by name).
-#include "gantry/gateway/pool.h"
+#include "pool.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "gantry/gateway/pool.h"
+#include "pool.h"
 
 #include <gtest/gtest.h>
 

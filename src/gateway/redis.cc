@@ -1,5 +1,5 @@
-// Asynchronous pipelined Redis client; see include/gantry/gateway/redis.h.
-#include "gantry/gateway/redis.h"
+// Asynchronous pipelined Redis client; see redis.h.
+#include "redis.h"
 
 #include <hiredis/hiredis.h>
 

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "gantry/gateway/redis.h"
+#include "redis.h"
 #include "redis_test_server.h"
 
 namespace gantry::gateway {

@@ -1,4 +1,4 @@
-#include "gantry/gateway/sniff.h"
+#include "sniff.h"
 
 #include <fmt/format.h>
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "gantry/gateway/sniff.h"
+#include "sniff.h"
 
 namespace {
 

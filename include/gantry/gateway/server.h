@@ -9,6 +9,9 @@
 // listener, its own upstream connection pools and its own Redis connection, so
 // the request path takes no lock shared between workers except the metrics'
 // atomics and the audit queue.
+//
+// Thread-safety: Start, Reload, RefreshKeys, Stop and Wait may be called from
+// threads other than the workers'; Stop is safe from any thread at any time.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,17 @@ class Gateway {
   // The listen address, worker count, TLS, state file, Redis endpoint and audit
   // settings need a restart: a change to them is refused (FailedPrecondition)
   // and the old configuration stays.
+  //
+  // Thread-safety: may be called from any thread while the workers serve
+  // (the CLI calls it from its signal loop), but not concurrently with
+  // itself, Start() or the destructor. It builds the new configuration aside
+  // and publishes it with one pointer swap under a mutex; each worker picks it
+  // up at its next accepted connection or request. A request already being
+  // served finishes under the configuration it started with, which stays
+  // alive until then. Limiter rules, anomaly settings and backend pools are
+  // reconfigured in their own (internally locked) objects first; when one of
+  // them refuses, the configuration is not published, but the objects
+  // reconfigured before it keep their new settings.
   Status Reload(GatewayConfig config);
 
   // Stops accepting, lets in-flight requests finish for up to `grace_ms`, then
