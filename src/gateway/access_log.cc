@@ -38,8 +38,8 @@ char* Put(char* p, const char (&s)[N]) {
 
 // `prefix` (`,"name":"`), `value` escaped, and the closing quote.
 template <size_t N>
-char* PutField(char* p, const char (&prefix)[N], std::string_view value) {
-  p = EscapeJsonTo(value, Put(p, prefix));
+char* PutField(char* p, const char (&prefix)[N], std::string_view value, bool* non_ascii) {
+  p = EscapeJsonTo(value, Put(p, prefix), non_ascii);
   *p++ = '"';
   return p;
 }
@@ -113,7 +113,7 @@ constexpr std::array<bool, 256> kNeedsEscape = [] {
 }();
 }  // namespace
 
-char* EscapeJsonTo(std::string_view s, char* out) {
+char* EscapeJsonTo(std::string_view s, char* out, bool* non_ascii) {
   const char* p = s.data();
   const char* const end = p + s.size();
   while (p != end) {
@@ -129,6 +129,7 @@ char* EscapeJsonTo(std::string_view s, char* out) {
     const auto c = static_cast<unsigned char>(*p++);
     if (!kNeedsEscape[c]) {
       *out++ = static_cast<char>(c);  // includes UTF-8 bytes, passed through
+      if (c >= 0x80 && non_ascii != nullptr) *non_ascii = true;
       continue;
     }
     *out++ = '\\';
@@ -209,18 +210,19 @@ void Worker::Finish(Request& r) {
   auto now = std::chrono::system_clock::now();
   int64_t ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  bool non_ascii = false;  // a field with UTF-8 (or stray) bytes: the writer checks it
   char* p = PutInt(Put(start, "{\"time_ms\":"), ms);
-  p = PutField(p, ",\"request_id\":\"", log.request_id);
-  p = PutField(p, ",\"key_id\":\"", log.key_id);
-  p = PutField(p, ",\"role\":\"", log.role);
-  p = PutField(p, ",\"method\":\"", method);
-  p = PutField(p, ",\"path\":\"", path);
-  p = PutField(p, ",\"route\":\"", log.route);
-  p = PutField(p, ",\"model\":\"", log.model);
-  p = PutField(p, ",\"backend\":\"", log.backend);
-  p = PutField(p, ",\"decision\":\"", log.decision);
-  p = PutField(p, ",\"reason\":\"", log.reason);
-  p = PutField(p, ",\"client\":\"", log.client);
+  p = PutField(p, ",\"request_id\":\"", log.request_id, &non_ascii);
+  p = PutField(p, ",\"key_id\":\"", log.key_id, &non_ascii);
+  p = PutField(p, ",\"role\":\"", log.role, &non_ascii);
+  p = PutField(p, ",\"method\":\"", method, &non_ascii);
+  p = PutField(p, ",\"path\":\"", path, &non_ascii);
+  p = PutField(p, ",\"route\":\"", log.route, &non_ascii);
+  p = PutField(p, ",\"model\":\"", log.model, &non_ascii);
+  p = PutField(p, ",\"backend\":\"", log.backend, &non_ascii);
+  p = PutField(p, ",\"decision\":\"", log.decision, &non_ascii);
+  p = PutField(p, ",\"reason\":\"", log.reason, &non_ascii);
+  p = PutField(p, ",\"client\":\"", log.client, &non_ascii);
   p = PutInt(Put(p, ",\"status\":"), log.status);
   p = PutMillis(Put(p, ",\"latency_ms\":"), seconds * 1e3);
   p = PutMillis(Put(p, ",\"upstream_ms\":"), log.upstream_s < 0 ? 0.0 : log.upstream_s * 1e3);
@@ -230,7 +232,13 @@ void Worker::Finish(Request& r) {
   p = PutInt(Put(p, ",\"bytes_out\":"), static_cast<int64_t>(log.bytes_out));
   *p++ = '}';
   rec.Commit(static_cast<size_t>(p - start));
-  shared_.audit->Append(rec.view());
+  // Every string above went through EscapeJsonTo and the names are fixed, so
+  // an ASCII record is a well-formed object the writer need not parse again.
+  if (non_ascii) {
+    shared_.audit->Append(rec.view());
+  } else {
+    shared_.audit->AppendWellFormed(rec.view());
+  }
 }
 
 }  // namespace gantry::gateway::internal

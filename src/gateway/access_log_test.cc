@@ -78,5 +78,26 @@ TEST(AccessLogEscape, MatchesAppendJsonEscapedAndParsesBack) {
   }
 }
 
+// The flag that lets Finish hand ASCII records to the audit log unchecked: set
+// by any byte >= 0x80 (UTF-8 or not), never by ASCII, escaped or not.
+TEST(AccessLogEscape, ReportsNonAsciiBytes) {
+  char out[512];
+  for (std::string ascii : {std::string(""), std::string("tiny-lm"),
+                            std::string("a \"quoted\" \\ path\n\t\x01 and a long plain run"),
+                            std::string("\x7f\x1f")}) {
+    bool non_ascii = false;
+    EscapeJsonTo(ascii, out, &non_ascii);
+    EXPECT_FALSE(non_ascii) << ascii;
+  }
+  for (std::string high :
+       {std::string("caf\xc3\xa9"), std::string("\xff"), std::string("0123456789abcdef\x80"),
+        std::string("\xe2\x82\xac 12345678")}) {
+    bool non_ascii = false;
+    EscapeJsonTo(high, out, &non_ascii);
+    EXPECT_TRUE(non_ascii) << high;
+  }
+  EscapeJsonTo("caf\xc3\xa9", out);  // without the flag: still escapes
+}
+
 }  // namespace
 }  // namespace gantry::gateway::internal

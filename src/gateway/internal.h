@@ -104,8 +104,9 @@ LocalResponse ErrorResponse(int status, std::string_view code, std::string_view 
 // everything else (UTF-8 included) as it is.
 void AppendJsonEscaped(std::string_view s, std::string* out);
 // The same bytes written at `out`, which must have room for 6 * s.size()
-// bytes; returns the end of what it wrote.
-char* EscapeJsonTo(std::string_view s, char* out);
+// bytes; returns the end of what it wrote. Sets *non_ascii (when given) if `s`
+// holds a byte >= 0x80, and leaves it alone otherwise.
+char* EscapeJsonTo(std::string_view s, char* out, bool* non_ascii = nullptr);
 
 // admin.cc: handles /admin/... for an authenticated identity. `req` and
 // `body` are the client's request.

@@ -549,5 +549,39 @@ TEST_F(AuditTest, OpenAndVerifyErrors) {
   EXPECT_TRUE(Verify(Path("sorted.jsonl")).ok);
 }
 
+// A record the caller vouches for is chained exactly as Append would chain it:
+// the same lines, the same hashes, interleaved with checked records.
+TEST_F(AuditTest, AppendWellFormedChainsTheSameLinesAsAppend) {
+  AuditOptions checked = Options("checked.jsonl");
+  AuditOptions trusted = Options("trusted.jsonl");
+  auto a = AuditLog::Open(checked);
+  auto b = AuditLog::Open(trusted);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 25; ++i) {
+    std::string rec = R"({"time_ms":)" + std::to_string(1000 + i) + R"(,"path":"/v1/x\"y\\z",)" +
+                      R"("n":[1,2,{"k":null}],"status":200})";
+    (*a)->Append(rec);
+    if (i % 3 == 0) {
+      (*b)->Append(rec);  // checked and trusted records share one chain
+    } else {
+      (*b)->AppendWellFormed(rec);
+    }
+  }
+  ASSERT_TRUE((*a)->Close().ok());
+  ASSERT_TRUE((*b)->Close().ok());
+  std::vector<std::string> want, got;
+  for (const std::string& l : ReadLines(checked.path)) {
+    if (l.starts_with("{\"seq\":")) want.push_back(l);
+  }
+  for (const std::string& l : ReadLines(trusted.path)) {
+    if (l.starts_with("{\"seq\":")) got.push_back(l);
+  }
+  ASSERT_EQ(want.size(), 25u);
+  EXPECT_EQ(got, want);
+  AuditVerifyReport r = Verify(trusted.path);
+  EXPECT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(r.records, 25u);
+}
+
 }  // namespace
 }  // namespace gantry::security
