@@ -7,7 +7,7 @@
 namespace gantry::http {
 namespace {
 
-constexpr size_t kMaxChunkLine = 4096;    // size + extensions
+constexpr size_t kMaxChunkLine = 4096;  // size + extensions
 constexpr size_t kMaxTrailerBytes = 16384;
 
 // RFC 9110 token characters (header names, methods).
@@ -30,11 +30,27 @@ bool IsToken(std::string_view s) {
 }
 
 // Field values may hold visible ASCII, obs-text (0x80-0xFF), space and tab.
+// Eight bytes at a time: every header value of every request passes here.
 bool IsFieldValue(std::string_view s) {
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 && c != '\t') return false;
-    if (c == 0x7f) return false;
+  constexpr uint64_t k01 = 0x0101010101010101ULL, k7f = 0x7f * k01, k80 = 0x80 * k01;
+  // Per-byte tests without carries between bytes: a byte's low 7 bits plus a
+  // constant below 0x80 stay below 0x100.
+  auto equal = [&](uint64_t v, uint64_t byte) {  // bit 7 of each byte that equals `byte`
+    const uint64_t x = v ^ (byte * k01);
+    return ~(((x & k7f) + k7f) | x) & k80;
+  };
+  const char* p = s.data();
+  size_t n = s.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    const uint64_t at_least_space = (((v & k7f) + 0x60 * k01) | v) & k80;  // >= 0x20
+    const uint64_t bad = ((~at_least_space & k80) & ~equal(v, '\t')) | equal(v, 0x7f);
+    if (bad != 0) return false;
+  }
+  for (; n > 0; ++p, --n) {
+    auto c = static_cast<unsigned char>(*p);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
   }
   return true;
 }
@@ -97,16 +113,21 @@ Status ParseHeaderLines(std::string_view block, std::vector<HeaderView>* out, St
     if (line.front() == ' ' || line.front() == '\t') {
       return Status(code, "malformed header line: obsolete line folding");
     }
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return Status(code, "malformed header line: no ':'");
-    std::string_view name = line.substr(0, colon);
-    if (!IsToken(name)) {
+    // The name is the run of token characters; it must end at the colon.
+    size_t colon = 0;
+    while (colon < line.size() && kToken[static_cast<unsigned char>(line[colon])]) ++colon;
+    if (colon == line.size() || line[colon] != ':' || colon == 0) {
+      if (line.find(':', colon) == std::string_view::npos) {
+        return Status(code, "malformed header line: no ':'");
+      }
       // Covers "Name : value" (space before the colon), which some servers
       // accept and others do not: the classic smuggling ambiguity.
       return Status(code, "malformed header line: invalid name");
     }
+    std::string_view name = line.substr(0, colon);
     std::string_view value = TrimOws(line.substr(colon + 1));
-    if (!IsFieldValue(value)) return Status(code, "malformed header line: control character in the value");
+    if (!IsFieldValue(value))
+      return Status(code, "malformed header line: control character in the value");
     out->push_back(HeaderView{name, value});
   }
   return Status::Ok();
@@ -170,7 +191,8 @@ Status CheckCanonicalPath(std::string_view path) {
         return InvalidArgument("invalid percent-encoding in request path");
       }
       char a = path[i + 1], b = static_cast<char>(path[i + 2] | 0x20);
-      if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c') || (a == '0' && b == '0')) {
+      if ((a == '2' && (b == 'e' || b == 'f')) || (a == '5' && b == 'c') ||
+          (a == '0' && b == '0')) {
         return InvalidArgument("encoded '.', '/', '\\' or NUL in request path");
       }
     }
@@ -178,8 +200,8 @@ Status CheckCanonicalPath(std::string_view path) {
   size_t start = 1;  // path[0] is '/'
   while (start <= path.size()) {
     size_t slash = path.find('/', start);
-    std::string_view seg =
-        path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    std::string_view seg = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (seg.empty() && slash != std::string_view::npos) {
       return InvalidArgument("empty segment ('//') in request path");
     }
@@ -279,7 +301,8 @@ Status ParseRequestHead(std::string_view head, RequestHead* out) {
   }
   RETURN_IF_ERROR(CheckCanonicalPath(req.path));
 
-  RETURN_IF_ERROR(ParseHeaderLines(head.substr(eol + 2), &req.headers, StatusCode::kInvalidArgument));
+  RETURN_IF_ERROR(
+      ParseHeaderLines(head.substr(eol + 2), &req.headers, StatusCode::kInvalidArgument));
   Framing f;
   RETURN_IF_ERROR(
       DecideFraming(req.headers, StatusCode::kInvalidArgument, true, req.minor_version, &f));
@@ -316,8 +339,7 @@ Status ParseResponseHead(std::string_view head, std::string_view request_method,
   size_t eol = head.find("\r\n");
   if (eol == std::string_view::npos) return DataLoss("malformed status line: no CRLF");
   std::string_view line = head.substr(0, eol);
-  if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &resp.minor_version) ||
-      line[8] != ' ') {
+  if (line.size() < 12 || !ParseVersion(line.substr(0, 8), &resp.minor_version) || line[8] != ' ') {
     return DataLoss("malformed status line '" + std::string(line.substr(0, 80)) +
                     "' (expected 'HTTP/1.1 <3-digit code> <reason>')");
   }
@@ -326,13 +348,16 @@ Status ParseResponseHead(std::string_view head, std::string_view request_method,
   if (!ParseDigits(code, &status) || status < 100 || status > 599) {
     return DataLoss("malformed status line: status code out of range");
   }
-  if (line.size() > 12 && line[12] != ' ') return DataLoss("malformed status line: no space after the code");
+  if (line.size() > 12 && line[12] != ' ')
+    return DataLoss("malformed status line: no space after the code");
   resp.status = static_cast<int>(status);
   resp.reason = line.size() > 13 ? line.substr(13) : std::string_view();
-  if (!IsFieldValue(resp.reason)) return DataLoss("malformed status line: control character in the reason");
+  if (!IsFieldValue(resp.reason))
+    return DataLoss("malformed status line: control character in the reason");
   RETURN_IF_ERROR(ParseHeaderLines(head.substr(eol + 2), &resp.headers, StatusCode::kDataLoss));
   Framing f;
-  RETURN_IF_ERROR(DecideFraming(resp.headers, StatusCode::kDataLoss, false, resp.minor_version, &f));
+  RETURN_IF_ERROR(
+      DecideFraming(resp.headers, StatusCode::kDataLoss, false, resp.minor_version, &f));
   bool no_body = IEquals(request_method, "HEAD") || resp.status < 200 || resp.status == 204 ||
                  resp.status == 304;
   if (no_body) {
@@ -469,9 +494,8 @@ void AppendChunk(std::string_view data, std::string* out) {
 
 bool IsHopByHop(std::string_view name, std::string_view connection_value) {
   static constexpr std::string_view kHop[] = {
-      "connection", "keep-alive", "proxy-connection",    "te",
-      "trailer",    "upgrade",    "transfer-encoding",   "proxy-authorization",
-      "proxy-authenticate"};
+      "connection",        "keep-alive",          "proxy-connection",  "te", "trailer", "upgrade",
+      "transfer-encoding", "proxy-authorization", "proxy-authenticate"};
   for (std::string_view h : kHop) {
     if (IEquals(name, h)) return true;
   }
@@ -480,35 +504,64 @@ bool IsHopByHop(std::string_view name, std::string_view connection_value) {
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Content";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <random>
 #include <string>
 
@@ -79,7 +80,8 @@ TEST(ParseRequestHead, KeepAliveRules) {
 }
 
 TEST(ParseRequestHead, CanonicalPathsPass) {
-  for (const char* p : {"/", "/v1/chat/completions", "/a/b/", "/a%20b", "/a..b/.c/c.", "/x?a=../b"}) {
+  for (const char* p :
+       {"/", "/v1/chat/completions", "/a/b/", "/a%20b", "/a..b/.c/c.", "/x?a=../b"}) {
     const std::string head = std::string("GET ") + p + " HTTP/1.1\r\nHost: a\r\n\r\n";
     EXPECT_TRUE(Parse(head).ok()) << p;
   }
@@ -105,7 +107,8 @@ TEST(ParseRequestHead, RejectsAmbiguousMessages) {
       "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n",
       "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
       "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n",
       "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
       "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n",
       "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
@@ -197,8 +200,8 @@ TEST(ChunkedDecoder, AnySplitGivesSameResult) {
 }
 
 TEST(ChunkedDecoder, RejectsBadFraming) {
-  const char* bad[] = {"g\r\n", "5\r\nhelloXX", "5\nhello\r\n", "-1\r\n",
-                       "10000000000000000\r\n", "5\r\nhello\r\r"};
+  const char* bad[] = {"g\r\n",  "5\r\nhelloXX",          "5\nhello\r\n",
+                       "-1\r\n", "10000000000000000\r\n", "5\r\nhello\r\r"};
   for (const char* b : bad) {
     ChunkedDecoder d;
     std::string out;
@@ -231,6 +234,125 @@ TEST(IsHopByHop, StandardAndListed) {
   EXPECT_TRUE(IsHopByHop("keep-alive", ""));
   EXPECT_TRUE(IsHopByHop("X-Secret", "close, x-secret"));
   EXPECT_FALSE(IsHopByHop("Content-Type", "close"));
+}
+
+// The header-line rules written the plain way (one check after another), as the
+// specification the parser's faster scan must match exactly: same headers, same
+// first error.
+struct RefHeaders {
+  std::string error;  // "" when the block parses
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+RefHeaders ReferenceHeaderLines(std::string_view block) {
+  auto token = [](unsigned char c) {
+    return std::isalnum(c) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  RefHeaders r;
+  while (!block.empty()) {
+    size_t eol = block.find("\r\n");
+    if (eol == std::string_view::npos) return {"malformed header line: no CRLF", {}};
+    std::string_view line = block.substr(0, eol);
+    block.remove_prefix(eol + 2);
+    if (line.empty()) break;
+    if (line.front() == ' ' || line.front() == '\t') {
+      return {"malformed header line: obsolete line folding", {}};
+    }
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return {"malformed header line: no ':'", {}};
+    std::string_view name = line.substr(0, colon);
+    bool ok = !name.empty();
+    for (char c : name) ok = ok && token(static_cast<unsigned char>(c));
+    if (!ok) return {"malformed header line: invalid name", {}};
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    for (char ch : value) {
+      auto c = static_cast<unsigned char>(ch);
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        return {"malformed header line: control character in the value", {}};
+      }
+    }
+    r.headers.emplace_back(name, value);
+  }
+  return r;
+}
+
+TEST(HeaderLinesDifferential, MatchesThePlainRulesOnRandomBlocks) {
+  // Bytes that matter to the rules, and some that do not.
+  const std::string alphabet =
+      std::string("aZ9-_:;  \t\r\n\"(),/@\x7f\x1f\x01\x80\xff~!") + std::string(1, '\0') + "xyzXYZ";
+  std::mt19937 rng(20261201);
+  int parsed = 0, refused = 0;
+  for (int iter = 0; iter < 60000; ++iter) {
+    std::string block;
+    const int lines = std::uniform_int_distribution<int>(0, 5)(rng);
+    for (int l = 0; l < lines; ++l) {
+      const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+      if (kind == 0) {  // random bytes, often no CRLF
+        const int len = std::uniform_int_distribution<int>(0, 24)(rng);
+        for (int k = 0; k < len; ++k) block += alphabet[rng() % alphabet.size()];
+      } else {  // name: value with random noise in either part
+        const int nlen = std::uniform_int_distribution<int>(0, 10)(rng);
+        for (int k = 0; k < nlen; ++k) block += "abXY-_9"[rng() % 7];
+        if (rng() % 8 == 0) block += alphabet[rng() % alphabet.size()];
+        block += ':';
+        const int vlen = std::uniform_int_distribution<int>(0, 30)(rng);
+        for (int k = 0; k < vlen; ++k) {
+          block += rng() % 6 == 0 ? alphabet[rng() % alphabet.size()] : "val ue/1.0"[rng() % 10];
+        }
+      }
+      block += "\r\n";
+    }
+    if (rng() % 4 != 0) block += "\r\n";
+    const std::string head = "GET / HTTP/1.1\r\nHost: h\r\n" + block;
+    RefHeaders want = ReferenceHeaderLines(std::string_view(head).substr(16));
+    RequestHead got;
+    Status s = ParseRequestHead(head, &got);
+    if (!want.error.empty()) {
+      ++refused;
+      ASSERT_FALSE(s.ok()) << iter;
+      ASSERT_EQ(s.message(), want.error) << iter;
+      continue;
+    }
+    if (!s.ok()) {  // a later rule (framing, a second Host): not the header lines'
+      ASSERT_FALSE(s.message().starts_with("malformed header line")) << iter << s.message();
+      continue;
+    }
+    ++parsed;
+    ASSERT_EQ(got.headers.size(), want.headers.size()) << iter;
+    for (size_t h = 0; h < want.headers.size(); ++h) {
+      ASSERT_EQ(got.headers[h].name, want.headers[h].first) << iter;
+      ASSERT_EQ(got.headers[h].value, want.headers[h].second) << iter;
+    }
+  }
+  // Both outcomes were exercised many times.
+  EXPECT_GT(parsed, 5000);
+  EXPECT_GT(refused, 5000);
+}
+
+// Every byte at every position of values of 1 to 20 bytes (the word-at-a-time
+// check and its tail): refused exactly when it is a control byte other than
+// tab, or DEL.
+TEST(HeaderLinesDifferential, EveryByteAtEveryPositionOfAValue) {
+  for (int len = 1; len <= 20; ++len) {
+    for (int pos = 0; pos < len; ++pos) {
+      for (int b = 0; b < 256; ++b) {
+        if (b == '\r' || b == '\n') continue;  // they end the line, not the value
+        std::string value(len, 'v');
+        value[pos] = static_cast<char>(b);
+        const bool edge_ws = (b == ' ' || b == '\t') && (pos == 0 || pos == len - 1);
+        const std::string head = "GET / HTTP/1.1\r\nHost: h\r\nX-V: " + value + "\r\n\r\n";
+        RequestHead got;
+        Status s = ParseRequestHead(head, &got);
+        const bool bad = (b < 0x20 && b != '\t') || b == 0x7f;
+        ASSERT_EQ(s.ok(), !bad) << "len " << len << " pos " << pos << " byte " << b;
+        if (s.ok() && !edge_ws) ASSERT_EQ(got.headers.back().value, value);
+      }
+    }
+  }
 }
 
 }  // namespace
