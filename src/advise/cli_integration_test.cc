@@ -37,9 +37,9 @@ std::string ReadFile(const std::string& path) {
 
 CliRun Gantry(const std::string& args) {
   // Run from the source tree so example paths read as in the docs.
-  gantry::testing::CliRun r = gantry::testing::RunShell(
-      std::string("cd '") + GANTRY_SOURCE_DIR + "' && '" + gantry::testing::GantryBinary() + "' " +
-      args);
+  gantry::testing::CliRun r =
+      gantry::testing::RunShell(std::string("cd '") + GANTRY_SOURCE_DIR + "' && '" +
+                                gantry::testing::GantryBinary() + "' " + args);
   return {r.rc, r.out, r.err};
 }
 
@@ -103,8 +103,7 @@ TEST(AdviseCliTest, FlagsOverrideTheFileAndJsonParses) {
 }
 
 TEST(AdviseCliTest, FlagsAloneDescribeAWorkload) {
-  CliRun r = Gantry(
-      "advise --stage inference --kind small --params 30M --precision fp32 --top 1");
+  CliRun r = Gantry("advise --stage inference --kind small --params 30M --precision fp32 --top 1");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Standard_F"));  // compute-optimised CPU
 }
@@ -148,8 +147,7 @@ TEST(AdviseCliTest, PriceSheetChangesTheRanking) {
   char path[] = "/tmp/gantry-prices-XXXXXX";
   int fd = ::mkstemp(path);
   ASSERT_GE(fd, 0);
-  const std::string csv =
-      "size,region,payg,spot\nStandard_ND96isr_H200_v5,eastus,20,2\n";
+  const std::string csv = "size,region,payg,spot\nStandard_ND96isr_H200_v5,eastus,20,2\n";
   ASSERT_EQ(::write(fd, csv.data(), csv.size()), static_cast<ssize_t>(csv.size()));
   ::close(fd);
   CliRun r = Gantry(std::string("advise --workload examples/advise/finetune-8b.yaml --top 1 "

@@ -19,10 +19,10 @@
 #include <sstream>
 #include <thread>
 
-#include "testing/fake_nvml_scenario.h"
 #include "gantry/agent/agent.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"
+#include "testing/fake_nvml_scenario.h"
 #include "testing/temp_dir.h"
 
 extern char** environ;

@@ -3,9 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "testing/fake_root.h"
-#include "testing/fake_nvml_scenario.h"
 #include "gantry/core/http_client.h"
+#include "testing/fake_nvml_scenario.h"
+#include "testing/fake_root.h"
 
 namespace gantry::agent {
 namespace {

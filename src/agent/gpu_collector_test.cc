@@ -3,9 +3,9 @@
 
 #include <optional>
 
-#include "testing/fake_nvml_scenario.h"
 #include "gantry/agent/collector.h"
 #include "gantry/health/nvml.h"
+#include "testing/fake_nvml_scenario.h"
 
 namespace gantry::agent {
 namespace {

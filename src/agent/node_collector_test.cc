@@ -3,8 +3,8 @@
 
 #include <optional>
 
-#include "testing/fake_root.h"
 #include "gantry/agent/collector.h"
+#include "testing/fake_root.h"
 
 namespace gantry::agent {
 namespace {

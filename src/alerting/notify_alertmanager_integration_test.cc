@@ -16,12 +16,12 @@
 #include <mutex>
 #include <thread>
 
-#include "testing/fake_root.h"
-#include "testing/http_test_server.h"
 #include "gantry/alerting/notify.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/http_server.h"
 #include "gantry/core/subprocess.h"
+#include "testing/fake_root.h"
+#include "testing/http_test_server.h"
 
 extern char** environ;
 

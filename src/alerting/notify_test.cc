@@ -13,9 +13,9 @@
 #include <sstream>
 #include <thread>
 
+#include "gantry/core/http_server.h"
 #include "testing/fake_root.h"
 #include "testing/http_test_server.h"
-#include "gantry/core/http_server.h"
 
 namespace gantry::alerting {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "testing/fake_root.h"
 #include "gantry/config.h"
+#include "testing/fake_root.h"
 
 namespace gantry::bench {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "ckpt_test_util.h"
-#include "testing/gantry_cli.h"
 #include "gantry/ckpt/manager.h"
+#include "testing/gantry_cli.h"
 
 namespace gantry::ckpt {
 namespace {

@@ -25,11 +25,11 @@
 #include <random>
 #include <thread>
 
-#include "testing/azurite_fixture.h"
 #include "ckpt_test_util.h"
 #include "gantry/ckpt/manager.h"
 #include "gantry/core/scheduled_events.h"
 #include "gantry/storage/object_store.h"
+#include "testing/azurite_fixture.h"
 
 namespace gantry::ckpt {
 namespace {

@@ -25,7 +25,6 @@ struct AgentFlags {
   bool prometheus = false;
 };
 
-
 Result<agent::AgentConfig> Load(const AgentFlags& f) {
   ASSIGN_OR_RETURN(agent::AgentConfig cfg, agent::LoadAgentConfig(f.config));
   if (!f.listen.empty()) cfg.listen = f.listen;
@@ -64,7 +63,8 @@ int RunCheck(const AgentFlags& f) {
 
 int RunRulesExport(const AgentFlags& f) {
   if (!f.prometheus) {
-    return Fail("agent", InvalidArgument("say which format: gantry agent rules export --prometheus"));
+    return Fail("agent",
+                InvalidArgument("say which format: gantry agent rules export --prometheus"));
   }
   std::vector<agent::Rule> rules;
   if (!f.rules.empty()) {

@@ -110,8 +110,9 @@ int RunKeygen(const AuditFlags& f) {
   for (const std::string& p : {priv_path, pub_path}) {
     struct stat st;
     if (::lstat(p.c_str(), &st) == 0) {
-      return Fail("audit keygen",
-                  AlreadyExists(p + " already exists; choose another --out PREFIX or move it away"));
+      return Fail(
+          "audit keygen",
+          AlreadyExists(p + " already exists; choose another --out PREFIX or move it away"));
     }
   }
   auto kp = security::GenerateEd25519();

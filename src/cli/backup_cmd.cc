@@ -250,7 +250,8 @@ int RunVerify(const BackupFlags& f) {
   std::vector<std::string> keys;
   if (!f.all) {
     auto m = backup::FindBackup(*opened->repo, f.id, f.name);
-    if (!m.ok() && m.status().code() != StatusCode::kDataLoss) return Fail("backup verify", m.status());
+    if (!m.ok() && m.status().code() != StatusCode::kDataLoss)
+      return Fail("backup verify", m.status());
     if (!m.ok()) {
       std::cerr << "gantry backup verify: " << m.status().message() << "\n";
       return kExitCheckFailed;

@@ -42,7 +42,6 @@ struct CkptFlags {
   int iters = 3;
 };
 
-
 // Opens DIR (<root>/<run>); only prune may modify it.
 Result<std::unique_ptr<ckpt::CheckpointManager>> OpenDir(const CkptFlags& f,
                                                          bool writable = false) {

@@ -76,7 +76,8 @@ void RegisterTune(CLI::App& app, Action* action);
 // drift_cmd.cc: `gantry drift profile|compare|validate`.
 void RegisterDrift(CLI::App& app, Action* action);
 
-// registry_cmd.cc: `gantry registry register|list|show|versions|alias|download|sign|verify|search|...`.
+// registry_cmd.cc: `gantry registry
+// register|list|show|versions|alias|download|sign|verify|search|...`.
 void RegisterRegistry(CLI::App& app, Action* action);
 
 // storage_cmd.cc: `gantry storage put|get|ls|stat|rm` over storage::ObjectStore.

@@ -42,8 +42,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   if (!flags.health_profile.empty()) {
     // A profile that cannot load is a usage error, not a verdict on the node.
     const std::vector<std::string> names = health::Profile::BuiltinNames();
-    const bool builtin =
-        std::find(names.begin(), names.end(), flags.health_profile) != names.end();
+    const bool builtin = std::find(names.begin(), names.end(), flags.health_profile) != names.end();
     Result<health::Profile> p = builtin ? health::Profile::Builtin(flags.health_profile)
                                         : health::Profile::LoadFile(flags.health_profile);
     if (!p.ok()) return Fail("doctor", p.status().WithContext("--health-profile"));
@@ -92,7 +91,8 @@ void RegisterDoctor(CLI::App& app, Action* action) {
   CLI::App* cmd = app.add_subcommand(
       "doctor",
       "One verdict on this node: CPU, memory, NUMA, GPUs, /dev/shm, Azure VM size (IMDS), memcpy "
-      "bandwidth, GEMM TFLOPS against the peak, a short all_reduce sweep and the node's catalog entry (with --workload: does it "
+      "bandwidth, GEMM TFLOPS against the peak, a short all_reduce sweep and the node's catalog "
+      "entry (with --workload: does it "
       "suit it). Exit 0 when ok or warn, 1 when a check fails.");
   AddCommonFlags(cmd, &flags->common);
   cmd->add_option("--out", flags->out, "Also write the JSON report to this file (atomically)");
@@ -105,8 +105,9 @@ void RegisterDoctor(CLI::App& app, Action* action) {
       ->check(CLI::Range(2, 1024));
   cmd->add_flag("--skip-gemm", flags->skip_gemm,
                 "Skip the matrix-multiply measurement (its check reads 'skip')");
-  cmd->add_flag("--skip-health", flags->skip_health,
-                "Skip the node health checks (its check reads 'skip'; `gantry health` runs them all)");
+  cmd->add_flag(
+      "--skip-health", flags->skip_health,
+      "Skip the node health checks (its check reads 'skip'; `gantry health` runs them all)");
   cmd->add_option("--health-profile", flags->health_profile,
                   "Health profile: a built-in name or a YAML file (default: the one for the VM "
                   "size, else generic)");

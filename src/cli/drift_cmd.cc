@@ -37,7 +37,6 @@ struct DriftFlags {
   std::optional<double> min_accuracy, min_f1, max_rmse;
 };
 
-
 // A note on stderr before reading a big file, so a long read is not silent.
 void NoteRead(const std::string& path, bool json) {
   struct stat st;

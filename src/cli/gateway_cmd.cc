@@ -6,8 +6,8 @@
 #include <charconv>
 #include <ctime>
 #include <iostream>
-#include <thread>
 #include <memory>
+#include <thread>
 
 #include "cli.h"
 #include "gantry/core/http_client.h"
@@ -57,7 +57,6 @@ struct GatewayFlags {
   std::string wait_timeout = "10m";
 };
 
-
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // SIGHUP or an edit of the file reloads; SIGTERM drains for --grace-ms.
@@ -95,9 +94,9 @@ int RunCheck(const GatewayFlags& f) {
     std::cout << fmt::format(
         "{}: ok ({} routes, {} backends, {} pools, {} rollouts, {} roles, {} rate limits, {} "
         "quotas, anomaly detection {})\n",
-        f.config, cfg->routes.size(), cfg->backends.size(), NamedPools(*cfg),
-        cfg->rollouts.size(), cfg->roles.size(), cfg->limiter.rate_limits.size(),
-        cfg->limiter.quotas.size(), cfg->anomaly.enabled ? "on" : "off");
+        f.config, cfg->routes.size(), cfg->backends.size(), NamedPools(*cfg), cfg->rollouts.size(),
+        cfg->roles.size(), cfg->limiter.rate_limits.size(), cfg->limiter.quotas.size(),
+        cfg->anomaly.enabled ? "on" : "off");
   }
   return kExitOk;
 }
@@ -113,8 +112,12 @@ Result<std::string> StatePath(const GatewayFlags& f) {
 }
 
 json KeyJson(const security::ApiKeyInfo& k) {
-  return json{{"id", k.id},         {"name", k.name},           {"role", k.role},
-              {"created", k.created_unix}, {"expires", k.expires_unix}, {"revoked", k.revoked_unix}};
+  return json{{"id", k.id},
+              {"name", k.name},
+              {"role", k.role},
+              {"created", k.created_unix},
+              {"expires", k.expires_unix},
+              {"revoked", k.revoked_unix}};
 }
 
 // Online: the admin API of a running gateway (--url, --admin-key).
@@ -183,7 +186,8 @@ int RunKeysCreate(const GatewayFlags& f) {
     bool known = false;
     for (const auto& r : cfg->roles) known = known || r.name == f.role;
     if (!known) {
-      return Fail("gateway", InvalidArgument(fmt::format("role '{}' is not defined in {}", f.role, f.config)));
+      return Fail("gateway",
+                  InvalidArgument(fmt::format("role '{}' is not defined in {}", f.role, f.config)));
     }
   }
   Result<std::unique_ptr<security::KeyStore>> ks = security::KeyStore::Open(*state);
@@ -266,7 +270,9 @@ int RunKeysRevoke(const GatewayFlags& f) {
 
 int RunToken(const GatewayFlags& f) {
   if (f.key_file.empty()) {
-    return Fail("gateway", InvalidArgument("--key-file is required (HS256 secret or RS256/ES256 private key PEM)"));
+    return Fail(
+        "gateway",
+        InvalidArgument("--key-file is required (HS256 secret or RS256/ES256 private key PEM)"));
   }
   Result<std::string> key = ReadFile(f.key_file);
   if (!key.ok()) return Fail("gateway", key.status());
@@ -290,7 +296,6 @@ int RunToken(const GatewayFlags& f) {
   return kExitOk;
 }
 
-
 // --- pools, drain, rollouts, anomalies: the admin API of a running gateway ---
 
 std::string BackendState(const json& b) {
@@ -303,8 +308,8 @@ std::string BackendState(const json& b) {
 }
 
 void PrintBackends(const json& list) {
-  Table t({"BACKEND", "ZONE", "ADDRESS", "STATE", "IN FLIGHT", "REQUESTS", "FAILURES",
-           "EJECTIONS", "LAST HEALTH ERROR"});
+  Table t({"BACKEND", "ZONE", "ADDRESS", "STATE", "IN FLIGHT", "REQUESTS", "FAILURES", "EJECTIONS",
+           "LAST HEALTH ERROR"});
   for (const json& b : list) {
     t.AddRow({b.value("name", ""), b.value("zone", "") == "" ? "-" : b.value("zone", ""),
               b.value("address", ""), BackendState(b),
@@ -338,15 +343,15 @@ int RunDrain(const GatewayFlags& f) {
   Result<int64_t> timeout_s = DurationSeconds(f.wait_timeout, "--timeout");
   if (!timeout_s.ok()) return Fail("gateway", timeout_s.status());
   bool tty = !f.common.json && ::isatty(2);
-  Result<json> r = f.no_wait ? admin->Drain(f.backend)
-                             : admin->DrainAndWait(f.backend, std::chrono::seconds(*timeout_s),
-                                                   [&](int64_t in_flight) {
-                                                     if (tty && in_flight > 0) {
-                                                       std::cerr << fmt::format(
-                                                           "\rdraining {}: {} in flight   ",
-                                                           f.backend, in_flight);
-                                                     }
-                                                   });
+  Result<json> r = f.no_wait
+                       ? admin->Drain(f.backend)
+                       : admin->DrainAndWait(
+                             f.backend, std::chrono::seconds(*timeout_s), [&](int64_t in_flight) {
+                               if (tty && in_flight > 0) {
+                                 std::cerr << fmt::format("\rdraining {}: {} in flight   ",
+                                                          f.backend, in_flight);
+                               }
+                             });
   if (tty) std::cerr << "\r\33[K";
   if (!r.ok()) return Fail("gateway", r.status());
   int64_t in_flight = r->value("in_flight", int64_t{0});
@@ -430,8 +435,9 @@ int RunRolloutSet(const GatewayFlags& f) {
     const char* b = w.data() + (eq == std::string::npos ? 0 : eq + 1);
     auto [end, ec] = std::from_chars(b, w.data() + w.size(), v);
     if (eq == std::string::npos || eq == 0 || ec != std::errc() || end != w.data() + w.size()) {
-      return Fail("gateway", InvalidArgument(
-          fmt::format("'{}': weights are POOL=WEIGHT, e.g. llama-v1=90 llama-v2=10", w)));
+      return Fail("gateway",
+                  InvalidArgument(fmt::format(
+                      "'{}': weights are POOL=WEIGHT, e.g. llama-v1=90 llama-v2=10", w)));
     }
     weights.emplace_back(w.substr(0, eq), v);
   }
@@ -466,13 +472,13 @@ int RunAnomalies(const GatewayFlags& f) {
   }
   Table t({"MODEL", "VERSION", "SIGNAL", "VALUE", "BAND", "STATE", "VIOLATIONS", "WINDOWS"});
   for (const json& s : (*r)["signals"]) {
-    std::string state = s.value("firing", false) ? "FIRING"
+    std::string state = s.value("firing", false)  ? "FIRING"
                         : s.value("ready", false) ? "ok"
                                                   : "learning";
-    std::string band = s.value("ready", false)
-                           ? fmt::format("{:.4g} .. {:.4g}", s.value("lower", 0.0),
-                                         s.value("upper", 0.0))
-                           : s.value("not_ready_reason", "");
+    std::string band =
+        s.value("ready", false)
+            ? fmt::format("{:.4g} .. {:.4g}", s.value("lower", 0.0), s.value("upper", 0.0))
+            : s.value("not_ready_reason", "");
     t.AddRow({s.value("model", ""), s.value("version", "") == "" ? "-" : s.value("version", ""),
               s.value("signal", ""), fmt::format("{:.4g}", s.value("value", 0.0)), band, state,
               std::to_string(s.value("recent_violations", 0)),
@@ -522,7 +528,8 @@ void RegisterGateway(CLI::App& app, Action* action) {
   auto where = [&](CLI::App* c) {
     c->add_option("--state", flags->state, "SQLite state file of the gateway");
     c->add_option("--config,-c", flags->config, "gateway.yaml (for its state file and roles)");
-    c->add_option("--url", flags->url, "Admin API of a running gateway, e.g. http://127.0.0.1:8080");
+    c->add_option("--url", flags->url,
+                  "Admin API of a running gateway, e.g. http://127.0.0.1:8080");
     c->add_option("--admin-key", flags->admin_key, "Key with the admin action, for --url")
         ->envname("GANTRY_ADMIN_KEY");
   };
@@ -555,7 +562,8 @@ void RegisterGateway(CLI::App& app, Action* action) {
         ->envname("GANTRY_ADMIN_KEY");
   };
   CLI::App* backends = gw->add_subcommand(
-      "backends", "Backends of the pools: state (up, unhealthy, ejected, draining), load, failures");
+      "backends",
+      "Backends of the pools: state (up, unhealthy, ejected, draining), load, failures");
   online(backends);
   set(backends, RunBackends);
   CLI::App* drain = gw->add_subcommand(
@@ -581,18 +589,21 @@ void RegisterGateway(CLI::App& app, Action* action) {
   rshow->add_option("name", flags->rollout, "Rollout name (default: all)");
   set(rshow, RunRolloutShow);
   CLI::App* rset = rollout->add_subcommand(
-      "set", "Set weights: gantry gateway rollout set llama llama-v1=90 llama-v2=10 (others get 0)");
+      "set",
+      "Set weights: gantry gateway rollout set llama llama-v1=90 llama-v2=10 (others get 0)");
   online(rset);
   rset->add_option("name", flags->rollout, "Rollout name")->required();
   rset->add_option("weights", flags->weights, "POOL=WEIGHT ...")->required();
   set(rset, RunRolloutSet);
   CLI::App* rswitch = rollout->add_subcommand(
-      "switch", "Blue-green: send all traffic to one pool (gantry gateway rollout switch llama green)");
+      "switch",
+      "Blue-green: send all traffic to one pool (gantry gateway rollout switch llama green)");
   online(rswitch);
   rswitch->add_option("name", flags->rollout, "Rollout name")->required();
   rswitch->add_option("pool", flags->pool, "Pool that takes all traffic")->required();
   set(rswitch, RunRolloutSwitch);
-  CLI::App* rback = rollout->add_subcommand("rollback", "Go back to the weights before the last change");
+  CLI::App* rback =
+      rollout->add_subcommand("rollback", "Go back to the weights before the last change");
   online(rback);
   rback->add_option("name", flags->rollout, "Rollout name")->required();
   set(rback, RunRolloutRollback);

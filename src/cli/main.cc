@@ -39,9 +39,10 @@ int Main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "bench") == 0) return BenchMain(argc - 1, argv + 1);
 
-  CLI::App app{"Gantry: well-architected AI workloads on GPU and CPU Linux machines.\n"
-               "Exit codes: 0 ok, 1 check failed, 2 usage/config error, 7 wrong collective results.",
-               "gantry"};
+  CLI::App app{
+      "Gantry: well-architected AI workloads on GPU and CPU Linux machines.\n"
+      "Exit codes: 0 ok, 1 check failed, 2 usage/config error, 7 wrong collective results.",
+      "gantry"};
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "Print the version and the features compiled in");

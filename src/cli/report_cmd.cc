@@ -54,7 +54,9 @@ std::string Hostname() {
 int RunUtilization(const ReportFlags& f) {
   auto since = ParseDuration(f.since);
   if (!since.ok()) return Fail("report utilization", since.status().WithContext("--since"));
-  if (since->count() <= 0) return Fail("report utilization", InvalidArgument("--since must be longer than 0 (for example 7d)"));
+  if (since->count() <= 0)
+    return Fail("report utilization",
+                InvalidArgument("--since must be longer than 0 (for example 7d)"));
   struct stat sb;
   // History::Open would create an empty database; a report needs the agent's.
   if (f.history != ":memory:" && ::stat(f.history.c_str(), &sb) != 0) {

@@ -40,7 +40,6 @@ struct StorageFlags {
   std::vector<std::string> urls;
 };
 
-
 struct Target {
   std::unique_ptr<storage::ObjectStore> store;
   std::string key;  // a key, or a list prefix
@@ -139,7 +138,8 @@ int RunPut(const StorageFlags& f) {
     s = t->store->PutStream(t->key, read, po);
   } else {
     struct stat st;
-    if (::stat(f.src.c_str(), &st) != 0) return Fail("storage put", NotFound(f.src + ": no such file"));
+    if (::stat(f.src.c_str(), &st) != 0)
+      return Fail("storage put", NotFound(f.src + ": no such file"));
     bytes = static_cast<uint64_t>(st.st_size);
     s = t->store->PutFile(t->key, f.src, po);
   }
@@ -318,7 +318,8 @@ void RegisterStorage(CLI::App& app, Action* action) {
   common(st);
   set(st, RunStat);
 
-  CLI::App* rm = storage->add_subcommand("rm", "Delete objects (exit 2 when one does not exist; the others are deleted)");
+  CLI::App* rm = storage->add_subcommand(
+      "rm", "Delete objects (exit 2 when one does not exist; the others are deleted)");
   rm->add_option("urls", flags->urls, "Object URLs (or keys with --store)")->required();
   common(rm);
   set(rm, RunRm);

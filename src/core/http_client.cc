@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <functional>
 #include <string>

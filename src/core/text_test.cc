@@ -13,7 +13,10 @@ TEST(TextTest, EscapeMarkup) {
   EXPECT_EQ(EscapeMarkup("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
   EXPECT_EQ(EscapeMarkup("x\ty\nz"), "x&#9;y&#10;z");
   EXPECT_EQ(EscapeMarkup("x\ty\nz", /*attribute=*/false), "x\ty\nz");
-  EXPECT_EQ(EscapeMarkup(std::string("a\x01" "b\x1f", 4)), "a?b?");
+  EXPECT_EQ(EscapeMarkup(std::string("a\x01"
+                                     "b\x1f",
+                                     4)),
+            "a?b?");
   EXPECT_EQ(EscapeMarkup("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes through
 }
 

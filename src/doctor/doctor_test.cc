@@ -219,9 +219,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
 
   std::vector<std::string> names;
   for (const Check& c : report->checks) names.push_back(c.name);
-  EXPECT_THAT(names,
-              ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
-                          "all_reduce", "advice", "health"));
+  EXPECT_THAT(names, ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
+                                 "all_reduce", "advice", "health"));
   EXPECT_EQ(Find(*report, "health").verdict, Verdict::kSkip);
   EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
   EXPECT_EQ(Find(*report, "cpu").value,
@@ -281,7 +280,8 @@ TEST(CheckAdviceTest, ComparesAGpuGemmWithTheCatalogPeak) {
   r.tflops = 742;
   r.verified = true;
   Check c = CheckAdvice(H100Vm(), *cat, std::nullopt, r);
-  EXPECT_THAT(c.detail, HasSubstr("measured 742 TFLOPS bf16 GEMM per GPU = 75% of the catalog peak"));
+  EXPECT_THAT(c.detail,
+              HasSubstr("measured 742 TFLOPS bf16 GEMM per GPU = 75% of the catalog peak"));
 }
 
 TEST(CheckAdviceTest, DescribesTheNodeAndJudgesTheWorkload) {

@@ -49,13 +49,16 @@ DriftReport Sample() {
 
 TEST(DriftPrometheusTest, SeriesAndValues) {
   std::string text = Sample().RenderPrometheus(1764480000);
-  EXPECT_THAT(text, HasSubstr("# TYPE gantry_drift_dataset_drift gauge\ngantry_drift_dataset_drift 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE gantry_drift_dataset_drift gauge\ngantry_drift_dataset_drift 1\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_drifted_share 0.5\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_column_statistic{column=\"age\",test=\"ks\"} 0.25\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_column_drifted{column=\"age\",test=\"ks\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_column_p_value{column=\"city \\\"quoted\\\"\\\\path\","
                               "test=\"jensenshannon\"} NaN\n"));
-  EXPECT_THAT(text, HasSubstr("gantry_drift_column_null_rate{column=\"city \\\"quoted\\\"\\\\path\"} 0.1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("gantry_drift_column_null_rate{column=\"city \\\"quoted\\\"\\\\path\"} 0.1\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_model_roc_auc 0.95\n"));
   EXPECT_THAT(text, HasSubstr("gantry_drift_last_run_timestamp_seconds 1764480000\n"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("gantry_drift_model_rmse")));

@@ -1,7 +1,6 @@
-// The admin API: API keys, usage, backends (drain), rollouts and anomalies. Runs on the worker that received the
-// request; the key store is SQLite and takes a few hundred microseconds per
-// write, which is fine for an operator's calls but is why it is never on the
-// proxy path.
+// The admin API: API keys, usage, backends (drain), rollouts and anomalies. Runs on the worker that
+// received the request; the key store is SQLite and takes a few hundred microseconds per write,
+// which is fine for an operator's calls but is why it is never on the proxy path.
 #include <fmt/format.h>
 
 #include <ctime>
@@ -43,10 +42,14 @@ json KeyJson(const security::ApiKeyInfo& k) {
 
 LocalResponse FromStatus(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kNotFound: return ErrorResponse(404, "not_found", s.message());
-    case StatusCode::kInvalidArgument: return ErrorResponse(400, "invalid_request", s.message());
-    case StatusCode::kFailedPrecondition: return ErrorResponse(409, "conflict", s.message());
-    default: return ErrorResponse(500, "internal", s.message());
+    case StatusCode::kNotFound:
+      return ErrorResponse(404, "not_found", s.message());
+    case StatusCode::kInvalidArgument:
+      return ErrorResponse(400, "invalid_request", s.message());
+    case StatusCode::kFailedPrecondition:
+      return ErrorResponse(409, "conflict", s.message());
+    default:
+      return ErrorResponse(500, "internal", s.message());
   }
 }
 
@@ -180,7 +183,8 @@ LocalResponse HandleRollouts(Shared& shared, std::string_view path, std::string_
     Status s = bal.SetRolloutWeights(name, weights);
     if (!s.ok()) return FromStatus(s);
     std::string desc;
-    for (const auto& [pool, w] : weights) desc += fmt::format("{}{}={}", desc.empty() ? "" : " ", pool, w);
+    for (const auto& [pool, w] : weights)
+      desc += fmt::format("{}{}={}", desc.empty() ? "" : " ", pool, w);
     log::info("gateway: rollout '{}' set to {} by the admin API", name, desc);
   } else if (method != "GET") {
     return ErrorResponse(405, "method_not_allowed", "use GET or PUT");
@@ -270,7 +274,8 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
       int64_t expires_in = 0;
       if (j->contains("expires_in_s")) {
         if (!(*j)["expires_in_s"].is_number_integer() || (*j)["expires_in_s"].get<int64_t>() < 0) {
-          return ErrorResponse(400, "invalid_request", "expires_in_s must be a non-negative integer");
+          return ErrorResponse(400, "invalid_request",
+                               "expires_in_s must be a non-negative integer");
         }
         expires_in = (*j)["expires_in_s"].get<int64_t>();
       }
@@ -281,7 +286,8 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
         return ErrorResponse(400, "invalid_request",
                              fmt::format("role '{}' is not defined in the config's roles", role));
       }
-      auto created = shared.key_store->Create(name, role, expires_in > 0 ? now + expires_in : 0, now);
+      auto created =
+          shared.key_store->Create(name, role, expires_in > 0 ? now + expires_in : 0, now);
       if (!created.ok()) return FromStatus(created.status());
       RepublishKeys(shared);
       json out = KeyJson(created->first);

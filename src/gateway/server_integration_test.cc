@@ -4,13 +4,6 @@
 // tests/gateway drives the CLI end to end; this one checks the library.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/write.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -18,6 +11,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -183,13 +183,24 @@ class Backend {
                               std::to_string(out.size()) + "\r\n\r\n" + out);
       }
       std::string events;
-      events += "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n";
-      events += "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":null}\n\n";
+      events +=
+          "data: "
+          "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],"
+          "\"usage\":null}\n\n";
+      events +=
+          "data: "
+          "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"b\"}}],"
+          "\"usage\":null}\n\n";
       if (usage) {
-        events += "data: {\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2,\"total_tokens\":13}}\n\n";
+        events +=
+            "data: "
+            "{\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,"
+            "\"completion_tokens\":2,\"total_tokens\":13}}\n\n";
       }
       events += "data: [DONE]\n\n";
-      std::string wire = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+      std::string wire =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+          "chunked\r\n\r\n";
       http::AppendChunk(events, &wire);
       wire += http::kLastChunk;
       return SendAll(c, wire);
@@ -320,7 +331,8 @@ class GatewayTest : public ::testing::Test {
   std::string Yaml(const std::string& extra = "") {
     return "listen: 127.0.0.1:0\nworkers: 2\n"
            "limits: {header_timeout: 300ms, idle_timeout: 5s, max_body_bytes: 1KiB}\n"
-           "backends:\n  - {name: b, url: http://127.0.0.1:" + std::to_string(backend_.port()) +
+           "backends:\n  - {name: b, url: http://127.0.0.1:" +
+           std::to_string(backend_.port()) +
            "}\n"
            "routes:\n"
            "  - {prefix: /v1/, protocol: openai, backend: b}\n"
@@ -380,7 +392,9 @@ TEST_F(GatewayTest, ProxiesWithCredentialsStrippedAndIdsAdded) {
 TEST_F(GatewayTest, RefusesMissingWrongAndForgedKeys) {
   Start();
   EXPECT_EQ(Call("GET", "/hello", "").status, 401);
-  EXPECT_EQ(Call("GET", "/hello", "gk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").status, 401);
+  EXPECT_EQ(Call("GET", "/hello", "gk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+                .status,
+            401);
   std::string tampered = user_key_;
   tampered.back() = tampered.back() == 'A' ? 'B' : 'A';
   EXPECT_EQ(Call("GET", "/hello", tampered).status, 401);
@@ -410,8 +424,8 @@ TEST_F(GatewayTest, KeepAliveReusesOneUpstreamConnection) {
   Client c(gw_->port());
   ASSERT_TRUE(c.connected());
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(c.Send("GET /k HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ +
-                       "\r\n\r\n"));
+    ASSERT_TRUE(
+        c.Send("GET /k HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ + "\r\n\r\n"));
     int status = 0;
     std::string body;
     ASSERT_FALSE(c.ReadResponse(&status, &body).empty()) << i;
@@ -426,9 +440,11 @@ TEST_F(GatewayTest, SmugglingAttemptsAreRefusedAndNeverReachTheBackend) {
   const std::string auth = "Authorization: Bearer " + user_key_ + "\r\n";
   const std::string attacks[] = {
       "POST /a HTTP/1.1\r\nHost: x\r\n" + auth +
-          "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+          "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled "
+          "HTTP/1.1\r\nHost: x\r\n\r\n",
       "POST /a HTTP/1.1\r\nHost: x\r\n" + auth +
-          "Content-Length: 3\r\nContent-Length: 40\r\n\r\nabcGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
+          "Content-Length: 3\r\nContent-Length: 40\r\n\r\nabcGET /smuggled HTTP/1.1\r\nHost: "
+          "x\r\n\r\n",
       "POST /a HTTP/1.1\r\nHost: x\r\n" + auth +
           "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
       "POST /a HTTP/1.1\r\nHost: x\r\n" + auth + "X: y\r\n z\r\nContent-Length: 0\r\n\r\n",
@@ -465,7 +481,8 @@ TEST_F(GatewayTest, ChunkedRequestBodyIsForwardedWithContentLength) {
 TEST_F(GatewayTest, LimitsOnHeadAndBody) {
   Start();
   Client big(gw_->port());
-  ASSERT_TRUE(big.Send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n"));
+  ASSERT_TRUE(
+      big.Send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n"));
   int status = 0;
   std::string body;
   big.ReadResponse(&status, &body);
@@ -489,8 +506,8 @@ TEST_F(GatewayTest, SlowHeadGets408WhileOthersAreServed) {
 TEST_F(GatewayTest, StreamsChunkedResponsesWithoutBuffering) {
   Start();
   Client c(gw_->port());
-  ASSERT_TRUE(c.Send("GET /gated HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ +
-                     "\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("GET /gated HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ + "\r\n\r\n"));
   // The first chunk must reach the client while the backend still holds the rest.
   EXPECT_TRUE(c.ReadUntil("first"));
   backend_.Release();
@@ -514,10 +531,16 @@ TEST_F(GatewayTest, CountsUsageAndHidesTheInjectedUsageChunk) {
   EXPECT_NE(r.body.find("\"total_tokens\":13"), std::string::npos);
   r = Call("POST", "/v1/chat/completions", user_key_, R"({"model":"tiny-1","messages":[]})");
   EXPECT_EQ(r.status, 200);
-  http::Response m = Call("GET", "/metrics", "");
-  EXPECT_NE(m.body.find("gantry_gateway_tokens_total{kind=\"prompt\",model=\"tiny-1\"} 29"),
-            std::string::npos)
-      << m.body;
+  // The worker counts usage after the last byte went to the client, so the third response can
+  // arrive before its tokens are added: poll (bounded) instead of reading /metrics once.
+  const std::string want = "gantry_gateway_tokens_total{kind=\"prompt\",model=\"tiny-1\"} 29";
+  http::Response m;
+  for (int i = 0; i < 200; ++i) {
+    m = Call("GET", "/metrics", "");
+    if (m.body.find(want) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(m.body.find(want), std::string::npos) << m.body;
   EXPECT_EQ(Call("POST", "/v1/chat/completions", user_key_, "{not json").status, 400);
 }
 
@@ -593,10 +616,11 @@ TEST_F(GatewayTest, UpstreamDownIs502AndNotFoundRouteIs404) {
   int fd = Listen(&dead);
   ::close(fd);  // nothing listens there now
   std::string path = (dir_ / "gateway.yaml").string();
-  std::ofstream(path) << "listen: 127.0.0.1:0\nworkers: 1\nstate: state.db\n"
-                         "backends: [{name: d, url: 'http://127.0.0.1:" +
-                             std::to_string(dead) +
-                             "'}]\nroutes: [{prefix: /v2/, protocol: kserve, backend: d, auth: none}]\n";
+  std::ofstream(path)
+      << "listen: 127.0.0.1:0\nworkers: 1\nstate: state.db\n"
+         "backends: [{name: d, url: 'http://127.0.0.1:" +
+             std::to_string(dead) +
+             "'}]\nroutes: [{prefix: /v2/, protocol: kserve, backend: d, auth: none}]\n";
   auto cfg = LoadGatewayConfig(path);
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   auto gw = Gateway::Create(std::move(*cfg));
@@ -610,10 +634,10 @@ TEST_F(GatewayTest, UpstreamDownIs502AndNotFoundRouteIs404) {
 }
 
 TEST_F(GatewayTest, TerminatesTls) {
-  std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
-                    "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
-                    (dir_ / "tls.key").string() + " -out " + (dir_ / "tls.crt").string() +
-                    " 2>/dev/null";
+  std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+      "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+      (dir_ / "tls.key").string() + " -out " + (dir_ / "tls.crt").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl (Debian package openssl) is needed";
   Start("tls: {cert: tls.crt, key: tls.key}\n");
   EXPECT_EQ(gw_->url().substr(0, 8), "https://");
@@ -651,8 +675,8 @@ TEST_F(GatewayTest, TerminatesTls) {
 TEST_F(GatewayTest, PathsThatCouldBeReadDifferentlyAreRefused) {
   Start();
   // Routing, access control and the backend must agree on the path.
-  for (const char* path : {"/open/../admin/keys", "/v2/models/big-1//infer", "/open/%2e%2e/x",
-                           "//admin/keys"}) {
+  for (const char* path :
+       {"/open/../admin/keys", "/v2/models/big-1//infer", "/open/%2e%2e/x", "//admin/keys"}) {
     Client c(gw_->port());
     ASSERT_TRUE(c.Send(std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\n\r\n"));
     int status = 0;
@@ -679,8 +703,9 @@ TEST_F(GatewayTest, UnauthenticatedBodiesAreNotRead) {
   Start();
   Client c(gw_->port());
   // Announces 1000 bytes but sends none: the 401 must come without waiting.
-  ASSERT_TRUE(c.Send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
-                     "Expect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+             "Expect: 100-continue\r\n\r\n"));
   int status = 0;
   std::string body;
   std::string head = c.ReadResponse(&status, &body);
@@ -707,12 +732,12 @@ TEST_F(GatewayTest, AdminApiBadTypesAre400AndKeepTheConnection) {
 TEST_F(GatewayTest, HeadKeepsTheBackendsContentLength) {
   Start();
   Client c(gw_->port());
-  ASSERT_TRUE(c.Send("HEAD /h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ +
-                     "\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("HEAD /h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ + "\r\n\r\n"));
   ASSERT_TRUE(c.ReadUntil("\r\n\r\n"));
   // The echo backend answers {"path":"/h","method":"HEAD"}: 33 bytes, not sent.
-  ASSERT_TRUE(c.Send("GET /h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ +
-                     "\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("GET /h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + user_key_ + "\r\n\r\n"));
   EXPECT_TRUE(c.ReadUntil("\"method\":\"GET\""));
 }
 
@@ -722,8 +747,8 @@ TEST_F(GatewayTest, IdleConnectionSurvivesReload) {
   ASSERT_TRUE(idle.connected());
   for (int i = 0; i < 3; ++i) {
     std::string path = (dir_ / "gateway.yaml").string();
-    std::ofstream(path) << Yaml("rate_limits:\n  - {scope: key, requests: " +
-                                std::to_string(100 + i) + ", per: 1h}\n");
+    std::ofstream(path) << Yaml(
+        "rate_limits:\n  - {scope: key, requests: " + std::to_string(100 + i) + ", per: 1h}\n");
     auto cfg = LoadGatewayConfig(path);
     ASSERT_TRUE(cfg.ok());
     ASSERT_TRUE(gw_->Reload(std::move(*cfg)).ok());

@@ -687,8 +687,8 @@ TEST(SniffUsageTest, OnlyTheTopLevelMemberCounts) {
   EXPECT_FALSE(SniffUsage(R"({"usage":{"prompt_tokens":1}} trailing)").present);
   EXPECT_FALSE(SniffUsage(R"({"usage":null})").present);
   // Duplicates and escaped keys go through the full parse (last one wins there).
-  EXPECT_EQ(SniffUsage(R"({"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":4}})").prompt_tokens,
-            4);
+  EXPECT_EQ(
+      SniffUsage(R"({"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":4}})").prompt_tokens, 4);
   EXPECT_EQ(SniffUsage(R"({"us\u0061ge":{"prompt_tokens":6}})").prompt_tokens, 6);
   EXPECT_EQ(SniffUsage(" {\"id\":\"x\",\"usage\" : {\"total_tokens\":12} }\n").total_tokens, 12);
 }

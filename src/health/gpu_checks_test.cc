@@ -15,13 +15,13 @@
 #include <memory>
 #include <string>
 
-#include "testing/fake_nvml_scenario.h"
 #include "gantry/config.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/config.h"
 #include "gantry/health/check.h"
 #include "gantry/health/nvml.h"
 #include "gantry/health/profile.h"
+#include "testing/fake_nvml_scenario.h"
 
 namespace gantry::health {
 namespace {

@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
-#include "testing/fake_root.h"
 #include "gantry/core/config.h"
 #include "gantry/health/check.h"
 #include "gantry/health/profile.h"
+#include "testing/fake_root.h"
 
 namespace gantry::health {
 namespace {

@@ -29,7 +29,6 @@
 // wrappers (nvmlDeviceGetRemappedRows(dev, unsigned*, unsigned*, unsigned*,
 // unsigned*), nvmlDeviceGetNvLinkState(dev, unsigned link, nvmlEnableState_t*), ...).
 #include "gantry/health/nvml.h"
-#include "nvml_abi.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -37,6 +36,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include "nvml_abi.h"
 
 namespace gantry::health {
 namespace {

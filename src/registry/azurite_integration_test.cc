@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "testing/azurite_fixture.h"
 #include "gantry/registry/registry.h"
 #include "gantry/security/crypto.h"
+#include "testing/azurite_fixture.h"
 
 namespace gantry::registry {
 namespace {

@@ -47,10 +47,14 @@ inline nlohmann::json HealthyH100(int i) {
   g["temperature_c"] = 40;
   g["power_mw"] = 120000;
   g["power_limit_mw"] = 700000;
-  g["clocks"] = {{"app_graphics", 1755},         {"app_memory", 2619},
-                 {"max_graphics", 1980},         {"max_memory", 2619},
-                 {"default_app_graphics", 1755}, {"default_app_memory", 2619},
-                 {"sm", 1980},                   {"memory", 2619}};
+  g["clocks"] = {{"app_graphics", 1755},
+                 {"app_memory", 2619},
+                 {"max_graphics", 1980},
+                 {"max_memory", 2619},
+                 {"default_app_graphics", 1755},
+                 {"default_app_memory", 2619},
+                 {"sm", 1980},
+                 {"memory", 2619}};
   g["utilization"] = {{"gpu", 0}, {"memory", 0}};
   g["memory_info"] = {{"total", 85520809984ull}, {"used", 4194304}};
   g["energy_mj"] = 1000000;

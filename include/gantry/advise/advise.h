@@ -84,7 +84,7 @@ struct Workload {
   // When set, `mfu` applies only to accelerators this device name matches
   // (see AcceleratorMatchesDevice): it came from a measurement on that GPU.
   std::string mfu_device;
-  std::string mfu_source;  // where `mfu` came from, for the explanation
+  std::string mfu_source;            // where `mfu` came from, for the explanation
   double evictions_per_hour = 0.05;  // spot eviction rate assumed per VM
   double restart_s = 600;            // re-provision and reload after an eviction
   double ckpt_write_gbps = 2.0;      // checkpoint write bandwidth per VM, GB/s
@@ -154,27 +154,27 @@ struct AdviseOptions {
 // One pricing model's numbers for a candidate. Unknown rates stay nullopt.
 struct CostLine {
   PricingModel model = PricingModel::kPayg;
-  std::optional<double> rate_per_hour;   // for all the candidate's VMs together
-  std::optional<double> run_usd;         // training: the whole run; inference: unset
-  std::optional<double> month_usd;       // rate * hours per month
-  bool rate_from_catalog = false;        // false: derived from a default discount
+  std::optional<double> rate_per_hour;  // for all the candidate's VMs together
+  std::optional<double> run_usd;        // training: the whole run; inference: unset
+  std::optional<double> month_usd;      // rate * hours per month
+  bool rate_from_catalog = false;       // false: derived from a default discount
 };
 
 struct Candidate {
-  const VmSize* size = nullptr;   // points into the Catalog passed to Recommend
+  const VmSize* size = nullptr;              // points into the Catalog passed to Recommend
   const Accelerator* accelerator = nullptr;  // nullptr for CPU sizes
   bool feasible = false;
   std::vector<std::string> reasons_out;  // why not feasible (empty when feasible)
   std::vector<std::string> notes;        // rules applied, caveats
   int tier = 0;                          // 0: the rules' first choice, 1: allowed, 2: avoided
 
-  int nodes = 1;                  // VMs per training job or serving fleet
+  int nodes = 1;  // VMs per training job or serving fleet
   double gpus_per_node = 0;
   // Memory: bytes per GPU (or per VM for CPU sizes) and what is usable.
   double memory_needed = 0;
   double memory_usable = 0;
-  int zero_stage = 0;             // training: the stage chosen
-  int tensor_parallel = 1;        // inference: GPUs per replica
+  int zero_stage = 0;       // training: the stage chosen
+  int tensor_parallel = 1;  // inference: GPUs per replica
   std::optional<TrainingMemory> training_memory;
   std::optional<InferenceMemory> inference_memory;
 
@@ -187,7 +187,7 @@ struct Candidate {
   std::optional<InferencePerf> perf;
   int replicas_per_node = 0;
 
-  std::vector<CostLine> costs;    // PAYG, reservations, savings plans, spot
+  std::vector<CostLine> costs;  // PAYG, reservations, savings plans, spot
   // Spot: expected extra time and whether it is advisable, with the reason.
   std::optional<SpotOverhead> spot;
   bool spot_advisable = false;
@@ -202,9 +202,9 @@ struct Candidate {
 
 struct Advice {
   Workload workload;
-  std::vector<std::string> rules;  // the rules that chose the families, in words
-  std::vector<Candidate> ranked;   // feasible candidates, best first
-  std::vector<Candidate> rejected; // infeasible, with reasons_out, in catalog order
+  std::vector<std::string> rules;   // the rules that chose the families, in words
+  std::vector<Candidate> ranked;    // feasible candidates, best first
+  std::vector<Candidate> rejected;  // infeasible, with reasons_out, in catalog order
   std::string catalog_origin;
   std::string currency;
 
@@ -228,8 +228,8 @@ struct CommitLine {
   PricingModel model = PricingModel::kPayg;
   std::optional<double> rate_per_hour;
   bool rate_from_catalog = false;
-  std::optional<double> month_usd;        // at `utilization`
-  std::optional<double> break_even;       // share of hours; nullopt for PAYG/unknown
+  std::optional<double> month_usd;   // at `utilization`
+  std::optional<double> break_even;  // share of hours; nullopt for PAYG/unknown
 };
 struct CommitAdvice {
   const VmSize* size = nullptr;

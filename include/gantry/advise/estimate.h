@@ -53,16 +53,16 @@ struct TrainingSetup {
   // gradients, fp32 master weights and optimizer states). Others are refused.
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
-  int zero_stage = 0;        // 0-3 (DeepSpeed ZeRO / FSDP: 3 = full shard)
-  int data_parallel = 1;     // N_d, the GPUs model state is sharded over by ZeRO
-  int tensor_parallel = 1;   // t
-  int pipeline_parallel = 1; // p: each GPU holds layers/p layers
+  int zero_stage = 0;         // 0-3 (DeepSpeed ZeRO / FSDP: 3 = full shard)
+  int data_parallel = 1;      // N_d, the GPUs model state is sharded over by ZeRO
+  int tensor_parallel = 1;    // t
+  int pipeline_parallel = 1;  // p: each GPU holds layers/p layers
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   // FlashAttention-style kernels do not store the a*s*s attention scores.
   bool flash_attention = true;
-  int64_t sequence = 0;      // s, tokens per sample
-  int64_t micro_batch = 1;   // b, samples per GPU per step
+  int64_t sequence = 0;     // s, tokens per sample
+  int64_t micro_batch = 1;  // b, samples per GPU per step
 };
 
 // Bytes per GPU.
@@ -106,7 +106,8 @@ Result<double> ComputeSeconds(double flops, double gpus, double peak_tflops, dou
 // --------------------------------------------------------------- inference --
 
 struct InferenceSetup {
-  ModelShape model;  // needs layers, kv_heads (or heads) and head_dim (or hidden/heads) for the KV cache
+  ModelShape
+      model;  // needs layers, kv_heads (or heads) and head_dim (or hidden/heads) for the KV cache
   Precision weights = Precision::kBf16;
   Precision kv_cache = Precision::kBf16;
   int64_t context = 0;     // tokens per sequence held in the cache (prompt + output)
@@ -137,16 +138,16 @@ Result<InferenceMemory> EstimateInferenceMemory(const InferenceSetup& setup);
 // batching admits requests as they come) plus one decode step; throughput
 // counts the whole batch's prefill. Queueing is not modelled.
 struct InferencePerf {
-  double prefill_s = 0;        // prefill of the whole batch's prompts
-  double first_token_s = 0;    // one request's prompt prefill plus one decode step (TTFT)
-  double per_token_s = 0;      // one decode step (time per output token)
-  double request_s = 0;        // prefill + output_tokens decode steps
-  double tokens_per_s = 0;     // output tokens per second, whole batch
-  double requests_per_s = 0;   // batch / request_s, one replica
+  double prefill_s = 0;       // prefill of the whole batch's prompts
+  double first_token_s = 0;   // one request's prompt prefill plus one decode step (TTFT)
+  double per_token_s = 0;     // one decode step (time per output token)
+  double request_s = 0;       // prefill + output_tokens decode steps
+  double tokens_per_s = 0;    // output tokens per second, whole batch
+  double requests_per_s = 0;  // batch / request_s, one replica
 };
 Result<InferencePerf> EstimateInferencePerf(const InferenceSetup& setup, int64_t prompt_tokens,
-                                            int64_t output_tokens, double gpus,
-                                            double peak_tflops, double hbm_tbps, double mfu,
+                                            int64_t output_tokens, double gpus, double peak_tflops,
+                                            double hbm_tbps, double mfu,
                                             double bandwidth_efficiency = 0.6);
 
 // -------------------------------------------------------------------- cost --

@@ -1,9 +1,8 @@
 // A minimal blocking HTTP/1.1 client for local metadata services such as Azure
-// IMDS (http://169.254.169.254) and admin APIs: GET (and Send for others), plain TCP (no TLS), numeric hosts
-// only, one request per connection, one hard deadline for the whole exchange.
-// Bodies are strings by default; large ones can be streamed instead (a request
-// body read from a file, a response body handed to a sink), so memory stays
-// bounded by one piece (64 KiB), not by the body.
+// IMDS (http://169.254.169.254) and admin APIs: GET (and Send for others), plain TCP (no TLS),
+// numeric hosts only, one request per connection, one hard deadline for the whole exchange. Bodies
+// are strings by default; large ones can be streamed instead (a request body read from a file, a
+// response body handed to a sink), so memory stays bounded by one piece (64 KiB), not by the body.
 //
 //   http::Request req{.url = "http://169.254.169.254/metadata/instance?api-version=2021-02-01",
 //                     .headers = {{"Metadata", "true"}},

@@ -42,7 +42,6 @@ using namespace gantry::health::nvml_abi;  // NOLINT(google-build-using-namespac
 // Handles are small integers in disguise: index + kHandleBase.
 constexpr uintptr_t kHandleBase = 0x1000;
 
-
 std::mutex g_mu;
 int g_refcount = 0;
 json g_scenario;
@@ -91,10 +90,10 @@ nvmlReturn_t Injected(std::unique_lock<std::mutex>& lock, const json& scope, con
 
 // Common prologue of a per-device call: initialised, valid handle, injected
 // errors. Sets *gpu on success.
-#define FAKE_DEVICE_CALL(dev, name)            \
-  std::unique_lock<std::mutex> lock(g_mu);     \
+#define FAKE_DEVICE_CALL(dev, name)                 \
+  std::unique_lock<std::mutex> lock(g_mu);          \
   if (g_refcount == 0) return kErrorUninitialized;  \
-  json* gpu = GpuLocked(dev);                  \
+  json* gpu = GpuLocked(dev);                       \
   if (gpu == nullptr) return kErrorInvalidArgument; \
   if (nvmlReturn_t injected = Injected(lock, *gpu, name); injected != 0) return injected;
 
@@ -332,7 +331,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetNvLinkState(nvm
 #define FAKE_PCIE_GETTER(fn, key)                                                         \
   __attribute__((visibility("default"))) nvmlReturn_t fn(nvmlDevice_t dev, unsigned* v) { \
     FAKE_DEVICE_CALL(dev, #fn);                                                           \
-    if (!gpu->contains("pcie")) return kErrorNotSupported;                                     \
+    if (!gpu->contains("pcie")) return kErrorNotSupported;                                \
     return Field((*gpu)["pcie"], key, v);                                                 \
   }
 FAKE_PCIE_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, "gen")
@@ -432,7 +431,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPcieReplayCount
 }
 
 // ---- Events: one event set at a time is enough for the agent. ----
-
 
 namespace {
 // GPU indices registered for Xid events (per set: the set pointer is a tag).
