@@ -111,15 +111,6 @@ Result<std::string> StatePath(const GatewayFlags& f) {
   return InvalidArgument("say where the keys are: --state FILE, --config FILE or --url URL");
 }
 
-json KeyJson(const security::ApiKeyInfo& k) {
-  return json{{"id", k.id},
-              {"name", k.name},
-              {"role", k.role},
-              {"created", k.created_unix},
-              {"expires", k.expires_unix},
-              {"revoked", k.revoked_unix}};
-}
-
 // Online: the admin API of a running gateway (--url, --admin-key).
 Result<gateway::AdminClient> Admin(const GatewayFlags& f) {
   return gateway::AdminClient::Create(f.url, f.admin_key);
@@ -195,7 +186,7 @@ int RunKeysCreate(const GatewayFlags& f) {
   int64_t now = Now();
   auto created = (*ks)->Create(f.name, f.role, *expires_in > 0 ? now + *expires_in : 0, now);
   if (!created.ok()) return Fail("gateway", created.status());
-  json k = KeyJson(created->first);
+  json k = security::PublicKeyJson(created->first);
   k["key"] = created->second;
   PrintNewKey(k, f.common.json);
   return kExitOk;
@@ -217,7 +208,7 @@ int RunKeysList(const GatewayFlags& f) {
   Result<std::vector<security::ApiKeyInfo>> keys = (*ks)->List();
   if (!keys.ok()) return Fail("gateway", keys.status());
   json arr = json::array();
-  for (const auto& k : *keys) arr.push_back(KeyJson(k));
+  for (const auto& k : *keys) arr.push_back(security::PublicKeyJson(k));
   PrintKeys(arr, f.common.json);
   return kExitOk;
 }
@@ -239,7 +230,7 @@ int RunKeysRotate(const GatewayFlags& f) {
   if (!ks.ok()) return Fail("gateway", ks.status());
   auto rotated = (*ks)->Rotate(f.id, *grace, Now());
   if (!rotated.ok()) return Fail("gateway", rotated.status());
-  json k = KeyJson(rotated->first);
+  json k = security::PublicKeyJson(rotated->first);
   k["key"] = rotated->second;
   k["replaces"] = f.id;
   PrintNewKey(k, f.common.json);

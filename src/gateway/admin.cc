@@ -31,15 +31,6 @@ LocalResponse OrderedJson(int status, const gantry::Json& j) {
   return r;
 }
 
-json KeyJson(const security::ApiKeyInfo& k) {
-  return json{{"id", k.id},
-              {"name", k.name},
-              {"role", k.role},
-              {"created", k.created_unix},
-              {"expires", k.expires_unix},
-              {"revoked", k.revoked_unix}};
-}
-
 LocalResponse FromStatus(const Status& s) {
   switch (s.code()) {
     case StatusCode::kNotFound:
@@ -258,7 +249,7 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
       Result<std::vector<security::ApiKeyInfo>> keys = shared.key_store->List();
       if (!keys.ok()) return FromStatus(keys.status());
       json out = json::array();
-      for (const auto& k : *keys) out.push_back(KeyJson(k));
+      for (const auto& k : *keys) out.push_back(json(security::PublicKeyJson(k)));
       return Json(200, json{{"keys", out}});
     }
     if (method == "POST") {
@@ -290,7 +281,7 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
           shared.key_store->Create(name, role, expires_in > 0 ? now + expires_in : 0, now);
       if (!created.ok()) return FromStatus(created.status());
       RepublishKeys(shared);
-      json out = KeyJson(created->first);
+      json out = json(security::PublicKeyJson(created->first));
       out["key"] = created->second;
       return Json(201, out);
     }
@@ -308,7 +299,7 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
     if (rest.empty() && method == "GET") {
       Result<security::ApiKeyInfo> k = shared.key_store->Get(id);
       if (!k.ok()) return FromStatus(k.status());
-      return Json(200, KeyJson(*k));
+      return Json(200, json(security::PublicKeyJson(*k)));
     }
     if (rest == "/rotate" && method == "POST") {
       Result<json> j = ParseBody(body);
@@ -323,7 +314,7 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
       auto rotated = shared.key_store->Rotate(id, grace, now);
       if (!rotated.ok()) return FromStatus(rotated.status());
       RepublishKeys(shared);
-      json out = KeyJson(rotated->first);
+      json out = json(security::PublicKeyJson(rotated->first));
       out["key"] = rotated->second;
       out["replaces"] = std::string(id);
       return Json(201, out);

@@ -9,6 +9,15 @@
 
 namespace gantry::security {
 
+Json PublicKeyJson(const ApiKeyInfo& k) {
+  return Json{{"id", k.id},
+              {"name", k.name},
+              {"role", k.role},
+              {"created", k.created_unix},
+              {"expires", k.expires_unix},
+              {"revoked", k.revoked_unix}};
+}
+
 KeyTable::KeyTable(std::vector<ApiKeyInfo> keys) {
   keys_.reserve(keys.size());
   for (auto& k : keys) {

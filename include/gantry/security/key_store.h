@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "gantry/core/json.h"
 #include "gantry/core/status.h"
 
 namespace gantry::security {
@@ -23,6 +24,11 @@ struct ApiKeyInfo {
   int64_t expires_unix = 0;  // 0 = never
   int64_t revoked_unix = 0;  // 0 = not revoked
 };
+
+// The fields of a key that may be shown (never the salt or the hash), as the
+// admin API and `gantry gateway keys --json` print them:
+// {"id","name","role","created","expires","revoked"} (unix seconds, 0 = none).
+Json PublicKeyJson(const ApiKeyInfo& k);
 
 // Immutable snapshot of all keys, shared by request threads without locking.
 class KeyTable {
