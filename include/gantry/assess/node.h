@@ -1,0 +1,35 @@
+// `gantry assess --node`: the checks only this machine can answer, as one
+// Resource of type "Gantry/node" whose properties are the facts gathered here,
+// so that the node rules (GANTRY-NODE-*) run through the same engine and
+// renderings as the template rules.
+#pragma once
+
+#include <string>
+
+#include "gantry/assess/resource.h"
+#include "gantry/core/imds.h"
+#include "gantry/core/status.h"
+
+namespace gantry::assess {
+
+inline constexpr std::string_view kNodeType = "Gantry/node";
+
+struct NodeOptions {
+  std::string root_dir = "/";  // stands for "/" when reading /proc, /sys, /etc, /var
+  // Gantry configuration files whose presence and content the node rules check;
+  // "" = the default paths (/etc/gantry/agent.yaml, /etc/gantry/ckpt.yaml,
+  // /etc/gantry/backup.yaml).
+  std::string agent_config;
+  std::string ckpt_config;
+  std::string backup_config;
+  bool run_health = true;  // include `gantry health`'s verdict (no bandwidth probes)
+};
+
+// Gathers the facts: health verdict, accelerated networking (a Mellanox VF
+// under hv_netvsc), public IP (IMDS network document), pending security
+// updates and /var/run/reboot-required, GPU driver version and persistence
+// mode, agent idle shutdown, checkpoint and backup configuration. A fact that
+// cannot be read is recorded as unknown (Resource::unknown), never as a pass.
+Result<Resource> GatherNode(const NodeOptions& options, const Imds& imds);
+
+}  // namespace gantry::assess
