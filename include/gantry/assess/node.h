@@ -14,6 +14,26 @@ namespace gantry::assess {
 
 inline constexpr std::string_view kNodeType = "Gantry/node";
 
+// The node Resource: type kNodeType, name = hostname, origin kNode, location
+// from IMDS ("" off Azure), and these properties (a fact that could not be read
+// is absent from `properties` and its pointer is listed in Resource::unknown):
+//
+//   properties.health.verdict              "pass" | "warn" | "fail" (gantry health)
+//   properties.health.failed               ["nvlink", ...] names of failing checks
+//   properties.vm.size / .priority / .evictionPolicy / .zone    from IMDS
+//   properties.network.acceleratedNetworking   bool: a Mellanox (mlx4/mlx5) VF is
+//                                              bonded to a hv_netvsc interface
+//   properties.network.publicIpAddresses   ["20.1.2.3"] from IMDS network document ([] = none)
+//   properties.os.pendingSecurityUpdates   int: upgradable packages from a *-security origin
+//   properties.os.rebootRequired           bool: /var/run/reboot-required exists
+//   properties.gpu.count                   int (0: no NVIDIA GPU)
+//   properties.gpu.driverVersion           "550.54.15"
+//   properties.gpu.persistenceMode         bool: every GPU has persistence mode on
+//   properties.agent.configured            bool: the agent config file exists and loads
+//   properties.agent.idleShutdown          bool: it enables idle shutdown
+//   properties.ckpt.configured             bool: a checkpoint config exists and loads
+//   properties.backup.configured           bool: a backup config exists and loads
+
 struct NodeOptions {
   std::string root_dir = "/";  // stands for "/" when reading /proc, /sys, /etc, /var
   // Gantry configuration files whose presence and content the node rules check;
