@@ -49,6 +49,16 @@ inline constexpr std::string_view kSuppressTag = "gantry-assess-suppress";
 Result<std::vector<Suppression>> LoadSuppressions(const std::string& path);
 Result<std::vector<Suppression>> ParseSuppressions(std::string_view yaml, std::string_view origin);
 
+// A suppression whose `rule` is an id (no glob characters) that none of
+// `rules` has (nor GANTRY-SUP-*) would silently suppress nothing: this is
+// InvalidArgument naming its origin ("file:line") with a did-you-mean. A glob
+// that matches no rule is refused the same way.
+Status CheckSuppressionRules(const std::vector<Suppression>& suppressions,
+                             const std::vector<Rule>& rules);
+
+// True for a real calendar date written YYYY-MM-DD ("2027-02-29" is not).
+bool IsValidDate(std::string_view s);
+
 struct Finding {
   const Rule* rule = nullptr;  // points into the rule list given to Assess
   size_t resource = 0;         // index into Assessment::resources
@@ -90,8 +100,15 @@ struct Assessment {
   double MonthlyUsdAtStake() const;
 };
 
-// The rule a lapsed suppression is reported under.
+// The rule a lapsed suppression is reported under (GANTRY-SUP-001, medium,
+// Operational Excellence). A suppression is valid through its expiry date and
+// lapses the day after. Each expired entry is one finding on a pseudo-resource
+// of type "Gantry/suppression" whose location is the entry in the file.
 const Rule& ExpiredSuppressionRule();
+// The rule a suppression tag without ids or without a justification is
+// reported under (GANTRY-SUP-002, low, Operational Excellence), on the tagged
+// resource; such a tag suppresses nothing.
+const Rule& UnjustifiedSuppressionRule();
 
 // Runs `rules` over `resources`. InvalidArgument for a malformed `today`.
 Result<Assessment> Assess(std::vector<Resource> resources, const std::vector<Rule>& rules,

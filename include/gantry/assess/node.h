@@ -33,6 +33,27 @@ inline constexpr std::string_view kNodeType = "Gantry/node";
 //   properties.agent.idleShutdown          bool: it enables idle shutdown
 //   properties.ckpt.configured             bool: a checkpoint config exists and loads
 //   properties.backup.configured           bool: a backup config exists and loads
+//
+// Also recorded (additive): properties.os.securityUpdates (the first 50 package
+// names), properties.gpu.driverLoaded (false when NVIDIA PCI devices are present
+// but NVML cannot be loaded), properties.agent.error / ckpt.error / backup.error
+// (why a config that exists did not load), properties.agent.idleFor (seconds).
+//
+// How each fact is read (docs/assess.md, "Node checks"):
+//   acceleratedNetworking  /sys/class/net/<vf>/device/driver is mlx4_core or
+//       mlx5_core, the interface is Ethernet, and /sys/class/net/<vf>/master is an
+//       interface whose device/driver is hv_netvsc (Azure's SR-IOV pairing). Unknown
+//       when no hv_netvsc interface exists (not a Hyper-V/Azure VM).
+//   pendingSecurityUpdates  `<root>/usr/bin/apt-get -s dist-upgrade` (a simulation:
+//       no root needed, nothing changes); "Inst" lines whose origin list mentions
+//       "-security". Unknown without apt-get or when it fails. Uses the package
+//       lists as they are (run `apt-get update` first for a fresh answer).
+//   gpu.*  NVIDIA PCI functions (vendor 0x10de, class 0x03xxxx) under
+//       /sys/bus/pci/devices; NVML is loaded only when there is one.
+//   idleShutdown  the agent config loads, its idle section is enabled and has an
+//       action (without one the agent only notifies).
+//   ckpt.configured  the ckpt config loads as a YAML map, or the agent config
+//       lists checkpoint_roots.
 
 struct NodeOptions {
   std::string root_dir = "/";  // stands for "/" when reading /proc, /sys, /etc, /var
@@ -43,6 +64,11 @@ struct NodeOptions {
   std::string ckpt_config;
   std::string backup_config;
   bool run_health = true;  // include `gantry health`'s verdict (no bandwidth probes)
+  // The NVML library to load when NVIDIA GPUs are present ("" =
+  // $GANTRY_NVML_LIBRARY, else libnvidia-ml.so.1); tests pass the fake NVML.
+  std::string nvml_library;
+  // How long `apt-get -s dist-upgrade` may take before the fact is unknown.
+  int apt_timeout_s = 60;
 };
 
 // Gathers the facts: health verdict, accelerated networking (a Mellanox VF
