@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,12 +91,19 @@ class RuleContext {
   // Resources of `arm_type` whose name is `parent.name` + "/" + one more segment.
   std::vector<const Resource*> ChildrenOf(const Resource& parent, std::string_view arm_type) const;
   // Extension resources of `arm_type` whose scope is `target` (by id or name).
+  // The older nested form (type "<parent type>/providers/diagnosticSettings",
+  // name "<parent name>/Microsoft.Insights/<name>") counts as scoped to the parent.
   std::vector<const Resource*> ScopedTo(const Resource& target, std::string_view arm_type) const;
+  // Every resource of `arm_type` (case-insensitive), in input order.
+  std::vector<const Resource*> OfType(std::string_view arm_type) const;
 
  private:
+  struct Index;  // lookups by id, type/name, parent and scope, built once per context
+
   const std::vector<Resource>& resources_;
   const advise::Catalog* catalog_;
   std::string default_region_;
+  std::shared_ptr<const Index> index_;
 };
 
 struct Rule {
