@@ -16,9 +16,12 @@
 namespace gantry::assess {
 namespace {
 
-// ARM names and rule ids are case-insensitive, so globs are too.
+// ARM names and rule ids are case-insensitive, so globs are too. The literal
+// comparison first: addresses such as "resources[2]" hold brackets, which
+// fnmatch would read as a character class.
 bool GlobMatch(const std::string& pattern, const std::string& text) {
-  return ::fnmatch(pattern.c_str(), text.c_str(), FNM_CASEFOLD) == 0;
+  return EqualsIgnoreCase(pattern, text) ||
+         ::fnmatch(pattern.c_str(), text.c_str(), FNM_CASEFOLD) == 0;
 }
 
 bool CoversResource(const Suppression& s, const Resource& r) {
@@ -200,94 +203,90 @@ Result<Assessment> Assess(std::vector<Resource> resources, const std::vector<Rul
     }
   }
 
-  // Pseudo-resources for the expired entries, appended after the inputs so
-  // that rules never see them.
-  const size_t n_inputs = resources.size();
-  for (const Suppression& s : a.expired) {
-    Resource r;
-    r.type = "Gantry/suppression";
-    r.name = fmt::format("{} on {}", s.rule, s.resource);
-    r.address = s.origin;
-    auto [file, line] = SplitOrigin(s.origin);
-    r.where.file = file;
-    r.where.line = line;
-    r.origin = Origin::kLive;
-    resources.push_back(std::move(r));
-  }
   a.resources = std::move(resources);
-  const std::vector<Resource>& rs = a.resources;
+  const size_t n_inputs = a.resources.size();
 
   // The inputs, as far as the resources tell (the CLI replaces this with the
   // full list, files without resources included).
-  for (size_t i = 0; i < n_inputs; ++i) {
-    const std::string& f = rs[i].where.file;
+  for (const Resource& r : a.resources) {
+    const std::string& f = r.where.file;
     if (!f.empty() && std::find(a.files.begin(), a.files.end(), f) == a.files.end()) {
       a.files.push_back(f);
     }
   }
 
-  // Rules see the inputs only (not the suppression pseudo-resources).
-  std::vector<Resource> inputs_view;
-  const std::vector<Resource>* ctx_resources = &rs;
-  if (n_inputs != rs.size()) {
-    inputs_view.assign(rs.begin(), rs.begin() + static_cast<std::ptrdiff_t>(n_inputs));
-    ctx_resources = &inputs_view;
-  }
-  RuleContext ctx(*ctx_resources, catalog, options.default_region);
+  {
+    const std::vector<Resource>& rs = a.resources;
+    RuleContext ctx(rs, catalog, options.default_region);
 
-  for (size_t i = 0; i < n_inputs; ++i) {
-    const Resource& res = rs[i];
-    // The resource's own tag: "ID[,ID]: justification".
-    std::optional<TagRequest> tag;
-    if (const std::string* v = res.Tag(kSuppressTag)) {
-      tag = ParseTag(*v);
-      if (tag->rules.empty() || tag->justification.empty()) {
+    for (size_t i = 0; i < n_inputs; ++i) {
+      const Resource& res = rs[i];
+      // The resource's own tag: "ID[,ID]: justification".
+      std::optional<TagRequest> tag;
+      if (const std::string* v = res.Tag(kSuppressTag)) {
+        tag = ParseTag(*v);
+        if (tag->rules.empty() || tag->justification.empty()) {
+          Finding f;
+          f.rule = &UnjustifiedSuppressionRule();
+          f.resource = i;
+          f.verdict = Verdict::Fail(
+              tag->rules.empty()
+                  ? fmt::format("tag '{}' names no rule id ('{}'); write 'RULE-ID: justification'",
+                                kSuppressTag, *v)
+                  : fmt::format("tag '{}' has no justification ('{}'); write 'RULE-ID: "
+                                "justification': until then it suppresses nothing",
+                                kSuppressTag, *v),
+              fmt::format("tags.{}", kSuppressTag));
+          a.findings.push_back(std::move(f));
+          tag.reset();
+        }
+      }
+      for (const Rule& rule : rules) {
+        if (!rule.AppliesTo(res) || !rule.check) continue;
+        Verdict v = rule.check(res, ctx);
+        if (v.outcome == Outcome::kNotApplicable) continue;
         Finding f;
-        f.rule = &UnjustifiedSuppressionRule();
+        f.rule = &rule;
         f.resource = i;
-        f.verdict = Verdict::Fail(
-            tag->rules.empty()
-                ? fmt::format("tag '{}' names no rule id ('{}'); write 'RULE-ID: justification'",
-                              kSuppressTag, *v)
-                : fmt::format("tag '{}' has no justification ('{}'); write 'RULE-ID: "
-                              "justification': until then it suppresses nothing",
-                              kSuppressTag, *v),
-            fmt::format("tags.{}", kSuppressTag));
+        f.verdict = std::move(v);
+        if (f.verdict.outcome == Outcome::kFail) {
+          if (tag) {
+            for (const std::string& id : tag->rules) {
+              if (GlobMatch(id, rule.id)) {
+                f.suppressed = Suppression{
+                    id, res.address.empty() ? res.name : res.address, tag->justification, "",
+                    fmt::format("tag on {}", res.address.empty() ? res.name : res.address)};
+                break;
+              }
+            }
+          }
+          if (!f.suppressed) {
+            for (const Suppression* s : active) {
+              if (GlobMatch(s->rule, rule.id) && CoversResource(*s, res)) {
+                f.suppressed = *s;
+                break;
+              }
+            }
+          }
+        }
         a.findings.push_back(std::move(f));
-        tag.reset();
       }
-    }
-    for (const Rule& rule : rules) {
-      if (!rule.AppliesTo(res) || !rule.check) continue;
-      Verdict v = rule.check(res, ctx);
-      if (v.outcome == Outcome::kNotApplicable) continue;
-      Finding f;
-      f.rule = &rule;
-      f.resource = i;
-      f.verdict = std::move(v);
-      if (f.verdict.outcome == Outcome::kFail) {
-        if (tag) {
-          for (const std::string& id : tag->rules) {
-            if (GlobMatch(id, rule.id)) {
-              f.suppressed = Suppression{
-                  id, res.address.empty() ? res.name : res.address, tag->justification, "",
-                  fmt::format("tag on {}", res.address.empty() ? res.name : res.address)};
-              break;
-            }
-          }
-        }
-        if (!f.suppressed) {
-          for (const Suppression* s : active) {
-            if (GlobMatch(s->rule, rule.id) && CoversResource(*s, res)) {
-              f.suppressed = *s;
-              break;
-            }
-          }
-        }
-      }
-      a.findings.push_back(std::move(f));
     }
   }
+  // Pseudo-resources for the expired entries, added after the rules ran so
+  // that no rule sees them.
+  for (const Suppression& s : a.expired) {
+    Resource r;
+    r.type = "Gantry/suppression";
+    r.name = fmt::format("suppression of {} on {}", s.rule, s.resource);
+    r.address = r.name;
+    auto [file, line] = SplitOrigin(s.origin);
+    r.where.file = file;
+    r.where.line = line;
+    r.origin = Origin::kLive;
+    a.resources.push_back(std::move(r));
+  }
+  const std::vector<Resource>& rs = a.resources;
   for (size_t k = 0; k < a.expired.size(); ++k) {
     const Suppression& s = a.expired[k];
     Finding f;

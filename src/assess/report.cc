@@ -301,7 +301,7 @@ std::string RenderTable(const Assessment& a) {
       out += fmt::format("  {}  {} on '{}' expired {}\n", s.origin, s.rule, s.resource, s.expires);
     }
   }
-  out += "\n" + SummaryLine(a, c) + "\n";
+  out += "\n" + Wrap(SummaryLine(a, c), 0, kWidth);
   return out;
 }
 

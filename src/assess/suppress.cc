@@ -98,7 +98,8 @@ Status CheckSuppressionRules(const std::vector<Suppression>& suppressions,
   for (const Suppression& s : suppressions) {
     bool any = false;
     for (const std::string& id : ids) {
-      if (::fnmatch(s.rule.c_str(), id.c_str(), FNM_CASEFOLD) == 0) {
+      if (EqualsIgnoreCase(s.rule, id) ||
+          ::fnmatch(s.rule.c_str(), id.c_str(), FNM_CASEFOLD) == 0) {
         any = true;
         break;
       }
