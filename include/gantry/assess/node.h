@@ -53,7 +53,7 @@ inline constexpr std::string_view kNodeType = "Gantry/node";
 //   idleShutdown  the agent config loads, its idle section is enabled and has an
 //       action (without one the agent only notifies).
 //   ckpt.configured  the ckpt config loads as a YAML map, or the agent config
-//       lists checkpoint_roots.
+//       lists dashboard.checkpoint_roots.
 
 struct NodeOptions {
   std::string root_dir = "/";  // stands for "/" when reading /proc, /sys, /etc, /var
