@@ -708,10 +708,15 @@ Json GeneratedPlan(int groups) {
 
 TEST(TerraformPlanPerf, FiveThousandResourcesWellUnderASecond) {
   SourceDoc doc = DocOf(GeneratedPlan(1000));
+  // CPU time: the build machine is shared, wall time says more about the neighbours.
+  std::clock_t cpu0 = std::clock();
   auto start = std::chrono::steady_clock::now();
-  std::vector<Resource> rs = Read(doc);
-  double ms =
+  Result<std::vector<Resource>> read = ReadTerraformPlan(doc);
+  double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double ms = 1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const std::vector<Resource>& rs = *read;
   ASSERT_EQ(rs.size(), 5000u);
   EXPECT_EQ(rs[1].name, "ws0/c0");
   EXPECT_EQ(Str(rs[3], "properties.networkProfile.networkInterfaces"),
