@@ -171,34 +171,36 @@ Result<LoadedInputs> LoadInputs(const std::vector<std::string>& paths, const Loa
           used.push_back(p.path);
           return Status::Ok();
         };
-        // Parameters given for this template: all explicit ones when it is the
-        // only template, else those named after it.
+        // Which parameter files apply, first match wins: those given with
+        // --parameters (all of them when this is the only template, else those
+        // named after it); a parameter file given as an input path next to a
+        // single template; "<name>.parameters.json" among the inputs; the same
+        // file beside the template on disk.
         for (Input& p : explicit_params) {
           if (templates == 1 || SamePath(p.path, ParametersNameFor(in.path))) {
             RETURN_IF_ERROR(apply(p));
           }
         }
-        if (used.empty()) {
-          const std::string beside = ParametersNameFor(in.path);
-          bool found = false;
-          for (Input& p : inputs) {
-            if (p.kind == InputKind::kArmParameters && SamePath(p.path, beside)) {
-              RETURN_IF_ERROR(apply(p));
-              found = true;
-            }
-          }
-          std::error_code ec;
-          if (!found && in.path != "-" && fs::is_regular_file(beside, ec)) {
-            Input p{beside, false, {}, InputKind::kArmParameters, false};
-            ASSIGN_OR_RETURN(p.doc, ReadSourceFile(beside));
-            RETURN_IF_ERROR(apply(p));
-            out.files.push_back(beside);
-          }
-        }
-        // A parameter file given as an input path with a single template applies to it.
         if (used.empty() && templates == 1) {
           for (Input& p : inputs) {
             if (p.kind == InputKind::kArmParameters && !p.from_directory) RETURN_IF_ERROR(apply(p));
+          }
+        }
+        const std::string beside = ParametersNameFor(in.path);
+        if (used.empty()) {
+          for (Input& p : inputs) {
+            if (p.kind == InputKind::kArmParameters && SamePath(p.path, beside)) {
+              RETURN_IF_ERROR(apply(p));
+            }
+          }
+        }
+        std::error_code ec;
+        if (used.empty() && in.path != "-" && fs::is_regular_file(beside, ec)) {
+          Input p{beside, false, {}, InputKind::kArmParameters, false};
+          ASSIGN_OR_RETURN(p.doc, ReadSourceFile(beside));
+          if (DetectKind(p.doc) == InputKind::kArmParameters) {
+            RETURN_IF_ERROR(apply(p));
+            out.files.push_back(beside);
           }
         }
         arm.parameters = std::move(params);

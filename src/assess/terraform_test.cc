@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -530,6 +531,22 @@ TEST(TerraformPlan, EmptyPlan) {
   EXPECT_TRUE(Read(DocOf({{"terraform_version", "1.9.0"},
                           {"planned_values", {{"root_module", Json::object()}}}}))
                   .empty());
+}
+
+TEST(TerraformPlan, WhereIsTheLineOfTheResourceObject) {
+  Result<SourceDoc> doc = ReadSourceFile(Testdata("ml_modules.json"));
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  std::vector<Resource> rs = Read(*doc);
+  const Resource* ws = ByAddress(rs, "module.ml.azurerm_machine_learning_workspace.ws");
+  ASSERT_NE(ws, nullptr);
+  // The '{' of the planned_values object, one line above its "address".
+  Result<std::string> text = ReadFile(Testdata("ml_modules.json"));
+  ASSERT_TRUE(text.ok());
+  size_t at = text->find(R"("address": "module.ml.azurerm_machine_learning_workspace.ws")");
+  ASSERT_NE(at, std::string::npos);
+  int line = 1 + static_cast<int>(std::count(text->begin(), text->begin() + at, '\n'));
+  EXPECT_EQ(ws->where.line, line - 1);
+  EXPECT_EQ(ws->where.file, Testdata("ml_modules.json"));
 }
 
 // ---------------------------------------------------------------- bad input --
