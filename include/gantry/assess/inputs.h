@@ -78,6 +78,9 @@ struct LoadOptions {
 struct LoadedInputs {
   std::vector<Resource> resources;
   std::vector<std::string> files;  // every file read, in order
+  // Files found in directories that are not inputs (bicepconfig.json,
+  // package.json, ...), and parameter files no template there uses.
+  std::vector<std::string> skipped;
 };
 
 // Reads every path (files, or directories searched recursively for *.json,
