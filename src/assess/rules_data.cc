@@ -73,7 +73,7 @@ std::vector<Rule> DataRules() {
           .types = storage,
           .condition = "properties.allowBlobPublicAccess is false. Absent fails (its default "
                        "depends on the API version).",
-          .rationale = "MCSB DP-2 / azure-docs (prevent anonymous read access) and PSRule "
+          .rationale = "azure-docs (prevent anonymous read access) and PSRule "
                        "Azure.Storage.BlobPublicAccess: training data and models in a workspace's "
                        "storage must never be readable without credentials.",
           .fix_arm = R"({"properties": {"allowBlobPublicAccess": false}})",

@@ -375,8 +375,10 @@ Verdict DiagnosticSettings(const Resource& ws, const RuleContext& ctx) {
       if (d->IsUnknown(k) || HasValue(d->Get(k))) dest = true;
     }
     if (!dest) {
-      why.push_back(fmt::format(
-          "'{}' has no destination (workspaceId, storageAccountId or event hub)", d->name));
+      why.push_back(
+          fmt::format("'{}' has no destination (properties.workspaceId, storageAccountId or "
+                      "eventHubAuthorizationRuleId)",
+                      d->name));
       continue;
     }
     bool enabled_log = false, short_retention = false;
@@ -403,10 +405,12 @@ Verdict DiagnosticSettings(const Resource& ws, const RuleContext& ctx) {
       }
     }
     if (enabled_log) return Verdict::Pass();
-    why.push_back(short_retention
-                      ? fmt::format("'{}' keeps logs fewer than {} days (retentionPolicy.days)",
-                                    d->name, kRequiredRetentionDays)
-                      : fmt::format("'{}' has no enabled log in properties.logs", d->name));
+    why.push_back(
+        short_retention
+            ? fmt::format(
+                  "'{}' keeps logs fewer than {} days (properties.logs[].retentionPolicy.days)",
+                  d->name, kRequiredRetentionDays)
+            : fmt::format("'{}' has no enabled log in properties.logs", d->name));
   }
   return Verdict::Fail(fmt::format("diagnostic setting {}; enable a log category or categoryGroup "
                                    "'allLogs' kept at least {} days (or 0 = forever)",
@@ -440,8 +444,9 @@ Verdict SeparateEnvironments(const Resource& ws, const RuleContext& ctx) {
                          "tags.environment");
   }
   if (ws_env == kEnvNone && seen == (kEnvProd | kEnvResearch)) {
-    return Verdict::Fail(fmt::format("the workspace holds production computes ({}) and research "
-                                     "computes ({}); split them into two workspaces",
+    return Verdict::Fail(fmt::format("tags.environment is absent on the workspace and it holds "
+                                     "production computes ({}) and research computes ({}); split "
+                                     "them into two workspaces",
                                      Join(prod, ", "), Join(research, ", ")),
                          "tags.environment");
   }

@@ -188,7 +188,7 @@ std::vector<Rule> NodeRules() {
           .fix_arm = "",
           .fix_terraform = "",
           .references = {},
-          .help_uri = "docs/health.md",
+          .help_uri = "https://github.com/Azure/azurehpc-health-checks",
           .check = HealthVerdict,
       },
       {
@@ -307,7 +307,7 @@ std::vector<Rule> NodeRules() {
           .fix_arm = "",
           .fix_terraform = "",
           .references = {},
-          .help_uri = "docs/agent.md",
+          .help_uri = "https://learn.microsoft.com/azure/virtual-machines/auto-shutdown-vm",
           .check = AgentIdleShutdown,
       },
       {
@@ -322,7 +322,8 @@ std::vector<Rule> NodeRules() {
           .fix_arm = "",
           .fix_terraform = "",
           .references = {},
-          .help_uri = "docs/ckpt.md",
+          .help_uri = "https://learn.microsoft.com/azure/machine-learning/"
+                      "reference-checkpoint-performance-for-large-models",
           .check = CheckpointsConfigured,
       },
       {
@@ -337,7 +338,7 @@ std::vector<Rule> NodeRules() {
           .fix_arm = "",
           .fix_terraform = "",
           .references = {},
-          .help_uri = "docs/backup.md",
+          .help_uri = "https://learn.microsoft.com/azure/backup/backup-overview",
           .check = BackupConfigured,
       },
   };

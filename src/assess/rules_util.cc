@@ -196,7 +196,7 @@ std::optional<double> ParseIsoDuration(std::string_view s) {
   s = TrimSpace(s);
   if (s.size() < 3 || (s[0] != 'P' && s[0] != 'p')) return std::nullopt;
   double total = 0;
-  bool in_time = false, any = false;
+  bool in_time = false, any = false, time_part = false;
   size_t i = 1;
   while (i < s.size()) {
     char c = s[i];
@@ -233,8 +233,10 @@ std::optional<double> ParseIsoDuration(std::string_view s) {
     }
     total += v * scale;
     any = true;
+    time_part = in_time;
   }
-  if (!any) return std::nullopt;
+  // "P1DT" (a designator with nothing after it) is malformed.
+  if (!any || (in_time && !time_part)) return std::nullopt;
   return total;
 }
 

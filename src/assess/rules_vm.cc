@@ -194,7 +194,7 @@ Verdict PasswordAuthOff(const Resource& r, const RuleContext&) {
   Prop os = Read(r, os_path);
   if (os.unknown) return UnknownProp(os);
   if (os.absent()) return Verdict::NotApplicable();  // a specialized disk: no OS provisioning
-  if (HasValue(r.Get(os_path + ".windowsConfiguration")) || LooksWindows(r)) {
+  if (r.Get(os_path + ".windowsConfiguration") != nullptr || LooksWindows(r)) {
     return Verdict::NotApplicable();
   }
   std::string path = os_path + ".linuxConfiguration.disablePasswordAuthentication";
@@ -357,12 +357,13 @@ Verdict ReservedForSteady(const Resource& s, const RuleContext& ctx) {
     }
     if (s.IsUnknown("sku.capacity")) return UnknownProp(Read(s, "sku.capacity"));
     steady = AsNumber(s.Get("sku.capacity"));
-    how = settings.empty() ? "no autoscale setting targets it"
-                           : "its autoscale settings are disabled";
     if (!steady) {
       return Verdict::Unknown("sku.capacity is absent; cannot tell how many instances run",
                               "sku.capacity");
     }
+    how = fmt::format("sku.capacity is {:g} and {}", *steady,
+                      settings.empty() ? "no autoscale setting targets it"
+                                       : "its autoscale settings are disabled");
   }
   if (!steady || *steady < kMinSteadyInstances) return Verdict::Pass();
   std::string msg = fmt::format(
@@ -370,14 +371,15 @@ Verdict ReservedForSteady(const Resource& s, const RuleContext& ctx) {
       "reservation for them (a purchase, not a template property) or "
       "add autoscale if the load varies",
       *steady, *steady == 1 ? "" : "s", how);
+  // With autoscale pinned, the fix is on the autoscale setting, not a property here.
+  std::string property = any_enabled ? "" : "sku.capacity";
   PriceQuote q = Quote(ctx, s, SizeOf(s));
   if (!q.price.payg || !q.price.reserved_1y) {
-    return WithAmount(Verdict::Fail(msg, "sku.capacity"), std::nullopt,
+    return WithAmount(Verdict::Fail(msg, property), std::nullopt,
                       NoAmount(q, !q.price.payg ? "payg" : "reserved_1y"));
   }
   double usd = (*q.price.payg - *q.price.reserved_1y) * *steady * kHoursPerMonth;
-  return WithAmount(Verdict::Fail(fmt::format("{}: saves {}/month", msg, Usd(usd)), "sku.capacity"),
-                    usd,
+  return WithAmount(Verdict::Fail(fmt::format("{}: saves {}/month", msg, Usd(usd)), property), usd,
                     fmt::format("({}/h payg - {}/h reserved 1y) x {:g} instance{} x {} h of {}",
                                 Usd(*q.price.payg), Usd(*q.price.reserved_1y), *steady,
                                 *steady == 1 ? "" : "s", kHoursPerMonth, q.vm->name));
