@@ -283,8 +283,14 @@ std::string RenderTable(const Assessment& a) {
                        Plural(static_cast<int>(fails.size()), "failure", "failures"));
     for (const Finding* f : fails) {
       const Resource& r = a.resources[f->resource];
-      out += fmt::format("  {:<9} {}  {}\n", Upper(SeverityName(f->rule->severity)), f->rule->id,
-                         Label(r));
+      std::string head = fmt::format("  {:<9} {}  {}", Upper(SeverityName(f->rule->severity)),
+                                     f->rule->id, Label(r));
+      if (head.size() > kWidth) {
+        // Long addresses (live resource ids) on a line of their own.
+        head = fmt::format("  {:<9} {}\n            {}", Upper(SeverityName(f->rule->severity)),
+                           f->rule->id, Label(r));
+      }
+      out += head + "\n";
       const std::string where = Where(r);
       if (!where.empty()) out += fmt::format("            at {}\n", where);
       out += Wrap(f->verdict.message.empty() ? f->rule->title : f->verdict.message, 12, kWidth);
