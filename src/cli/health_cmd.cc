@@ -250,7 +250,9 @@ int RunHealthCommand(const HealthFlags& flags) {
   // The node assessment is information next to the health verdict: it never
   // changes the exit code (a pending security update must not drain a node).
   std::optional<Result<assess::Assessment>> assessment;
-  if (!flags.skip_assess) assessment = AssessNode(*report, vm);
+  // Not under --slurm: slurmd runs the program every few minutes, and the
+  // assessment's apt simulation takes seconds.
+  if (!flags.skip_assess && !flags.slurm) assessment = AssessNode(*report, vm);
   if (flags.common.json) {
     Json j = report->ToJson();
     if (assessment) {
@@ -328,8 +330,8 @@ void RegisterHealth(CLI::App& app, Action* action) {
   cmd->add_option("--node", flags->node,
                   "Slurm node name (default: $SLURMD_NODENAME, else the short hostname)");
   cmd->add_flag("--skip-assess", flags->skip_assess,
-                "Leave out the node assessment section (gantry assess run --node); it never "
-                "changes the exit code");
+                "Leave out the node assessment section (gantry assess run --node; always left out "
+                "with --slurm); it never changes the exit code");
   cmd->add_option("--scontrol", flags->scontrol, "The scontrol program")->capture_default_str();
   cmd->add_flag("--dry-run", flags->dry_run,
                 "With --slurm: decide and print what would be done, change nothing");
