@@ -76,6 +76,9 @@ void RegisterTune(CLI::App& app, Action* action);
 // drift_cmd.cc: `gantry drift profile|compare|validate`.
 void RegisterDrift(CLI::App& app, Action* action);
 
+// assess_cmd.cc: `gantry assess run|rules|explain`.
+void RegisterAssess(CLI::App& app, Action* action);
+
 // registry_cmd.cc: `gantry registry
 // register|list|show|versions|alias|download|sign|verify|search|...`.
 void RegisterRegistry(CLI::App& app, Action* action);

@@ -26,6 +26,7 @@ struct DoctorFlags {
   bool skip_bench = false;
   bool skip_gemm = false;
   bool skip_health = false;
+  bool skip_assess = false;
   std::string health_profile;
   int ranks = 0;
   std::string workload;
@@ -38,6 +39,7 @@ int RunDoctorCommand(const DoctorFlags& flags) {
   options.run_bench = !flags.skip_bench;
   options.run_gemm = !flags.skip_gemm;
   options.run_health = !flags.skip_health;
+  options.run_assess = !flags.skip_assess;
   options.health_profile = flags.health_profile;
   if (!flags.health_profile.empty()) {
     // A profile that cannot load is a usage error, not a verdict on the node.
@@ -108,6 +110,9 @@ void RegisterDoctor(CLI::App& app, Action* action) {
   cmd->add_flag(
       "--skip-health", flags->skip_health,
       "Skip the node health checks (its check reads 'skip'; `gantry health` runs them all)");
+  cmd->add_flag("--skip-assess", flags->skip_assess,
+                "Skip the node assessment (its check reads 'skip'; `gantry assess run --node` "
+                "shows it in full)");
   cmd->add_option("--health-profile", flags->health_profile,
                   "Health profile: a built-in name or a YAML file (default: the one for the VM "
                   "size, else generic)");

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cli.h"
+#include "gantry/assess/assess.h"
+#include "gantry/assess/node.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/imds.h"
 #include "gantry/core/json.h"
@@ -43,6 +45,7 @@ struct HealthFlags {
   std::string node;
   std::string scontrol = "scontrol";
   bool dry_run = false;
+  bool skip_assess = false;
 };
 
 // --nhc-log and --junit: a regular file is replaced atomically (a reader never
@@ -94,6 +97,53 @@ Result<health::Profile> ProfileFromFlag(const std::string& value) {
   for (const auto& n : health::Profile::BuiltinNames()) names += (names.empty() ? "" : ", ") + n;
   return InvalidArgument(fmt::format(
       "--profile {}: neither a built-in profile ({}) nor an existing file", value, names));
+}
+
+// The node assessment (`gantry assess run --node`) with this run's verdict as
+// its health fact, so the health checks do not run twice.
+Result<assess::Assessment> AssessNode(const health::HealthReport& report,
+                                      const std::optional<ImdsInfo>& vm) {
+  assess::NodeOptions no;
+  no.run_health = false;
+  std::unique_ptr<Imds> imds;
+  if (vm) {
+    imds = std::make_unique<FakeImds>(*vm);
+  } else {
+    imds = std::make_unique<AzureImds>();
+  }
+  ASSIGN_OR_RETURN(assess::Resource node, assess::GatherNode(no, *imds));
+  const char* verdict =
+      report.overall == health::Outcome::kPass || report.overall == health::Outcome::kSkip ? "pass"
+      : report.overall == health::Outcome::kWarn                                           ? "warn"
+                                                                                           : "fail";
+  node.body["properties"]["health"]["verdict"] = verdict;
+  Json failed = Json::array();
+  for (const health::CheckResult& r : report.results) {
+    if (r.outcome == health::Outcome::kFail || r.outcome == health::Outcome::kError) {
+      failed.push_back(r.name);
+    }
+  }
+  node.body["properties"]["health"]["failed"] = failed;
+  std::erase(node.unknown, std::string("/properties/health/verdict"));
+  std::vector<assess::Resource> rs;
+  rs.push_back(std::move(node));
+  return assess::Assess(std::move(rs), assess::BuiltinRules(), {});
+}
+
+std::string RenderAssessment(const Result<assess::Assessment>& a) {
+  std::string out = "\nnode assessment (gantry assess run --node for the fixes):\n";
+  if (!a.ok()) return out + "  not assessed: " + a.status().message() + "\n";
+  int passed = 0, unknown = 0, failed = 0;
+  for (const assess::Finding& f : a->findings) {
+    if (f.verdict.outcome == assess::Outcome::kPass) ++passed;
+    if (f.verdict.outcome == assess::Outcome::kUnknown) ++unknown;
+    if (f.verdict.outcome != assess::Outcome::kFail || f.suppressed) continue;
+    ++failed;
+    out += fmt::format("  {:<9} {}  {}\n", assess::SeverityName(f.rule->severity), f.rule->id,
+                       f.verdict.message.empty() ? f.rule->title : f.verdict.message);
+  }
+  out += fmt::format("  {} failed, {} passed, {} unknown\n", failed, passed, unknown);
+  return out;
 }
 
 int RunHealthCommand(const HealthFlags& flags) {
@@ -197,10 +247,22 @@ int RunHealthCommand(const HealthFlags& flags) {
     report->overall = health::Overall(report->results);
   }
 
+  // The node assessment is information next to the health verdict: it never
+  // changes the exit code (a pending security update must not drain a node).
+  std::optional<Result<assess::Assessment>> assessment;
+  // Not under --slurm: slurmd runs the program every few minutes, and the
+  // assessment's apt simulation takes seconds.
+  if (!flags.skip_assess && !flags.slurm) assessment = AssessNode(*report, vm);
   if (flags.common.json) {
-    std::cout << report->ToJson().dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+    Json j = report->ToJson();
+    if (assessment) {
+      j["assessment"] = assessment->ok() ? assess::ToJson(**assessment)
+                                         : Json{{"error", assessment->status().message()}};
+    }
+    std::cout << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
     std::cout << report->RenderTable();
+    if (assessment) std::cout << RenderAssessment(*assessment);
   }
   std::cout.flush();
   int rc = (report->overall == health::Outcome::kFail || report->overall == health::Outcome::kError)
@@ -267,6 +329,9 @@ void RegisterHealth(CLI::App& app, Action* action) {
                 "'gantry: <first failure>', resume it on a clean pass only if gantry drained it");
   cmd->add_option("--node", flags->node,
                   "Slurm node name (default: $SLURMD_NODENAME, else the short hostname)");
+  cmd->add_flag("--skip-assess", flags->skip_assess,
+                "Leave out the node assessment section (gantry assess run --node; always left out "
+                "with --slurm); it never changes the exit code");
   cmd->add_option("--scontrol", flags->scontrol, "The scontrol program")->capture_default_str();
   cmd->add_flag("--dry-run", flags->dry_run,
                 "With --slurm: decide and print what would be done, change nothing");

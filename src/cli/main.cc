@@ -55,6 +55,7 @@ int Main(int argc, char** argv) {
   RegisterHealth(app, &action);
   RegisterTune(app, &action);
   RegisterDrift(app, &action);
+  RegisterAssess(app, &action);
   RegisterRegistry(app, &action);
   RegisterAgent(app, &action);
   RegisterReport(app, &action);

@@ -27,6 +27,40 @@ Status ReadString(const Json& compute, const char* key, std::string_view origin,
   return Status::Ok();
 }
 
+// network.interface[].ipv4|ipv6.ipAddress[] into info; false (and nothing
+// kept) when any part is not shaped as Azure documents it.
+bool ReadNetwork(const Json& doc, ImdsInfo* info) {
+  auto network = doc.find("network");
+  if (network == doc.end() || !network->is_object()) return false;
+  auto interfaces = network->find("interface");
+  if (interfaces == network->end() || !interfaces->is_array()) return false;
+  std::vector<std::string> pub, priv;
+  for (const Json& nic : *interfaces) {
+    if (!nic.is_object()) return false;
+    for (const char* family : {"ipv4", "ipv6"}) {
+      auto fam = nic.find(family);
+      if (fam == nic.end() || fam->is_null()) continue;
+      if (!fam->is_object()) return false;
+      auto addrs = fam->find("ipAddress");
+      if (addrs == fam->end() || addrs->is_null()) continue;
+      if (!addrs->is_array()) return false;
+      for (const Json& a : *addrs) {
+        if (!a.is_object()) return false;
+        for (auto [key, out] :
+             {std::pair{"publicIpAddress", &pub}, std::pair{"privateIpAddress", &priv}}) {
+          auto v = a.find(key);
+          if (v == a.end() || v->is_null()) continue;
+          if (!v->is_string()) return false;
+          if (!v->get_ref<const std::string&>().empty()) out->push_back(v->get<std::string>());
+        }
+      }
+    }
+  }
+  info->public_ips = std::move(pub);
+  info->private_ips = std::move(priv);
+  return true;
+}
+
 }  // namespace
 
 Json ImdsInfo::ToJson() const {
@@ -66,6 +100,7 @@ Result<ImdsInfo> ParseImdsDocument(std::string_view text, std::string_view origi
   RETURN_IF_ERROR(ReadString(*compute, "publisher", origin, &info.publisher));
   RETURN_IF_ERROR(ReadString(*compute, "offer", origin, &info.offer));
   RETURN_IF_ERROR(ReadString(*compute, "sku", origin, &info.sku));
+  info.network_known = ReadNetwork(*doc, &info);
   return info;
 }
 

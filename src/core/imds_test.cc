@@ -201,5 +201,41 @@ TEST(ImdsTest, ToJsonHasStableKeys) {
                                      "eviction_policy", "publisher", "offer", "sku"));
 }
 
+TEST(ImdsTest, ReadsTheNetworkDocument) {
+  auto info = ParseImdsDocument(kInstanceDocument, "doc");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->network_known);
+  EXPECT_TRUE(info->public_ips.empty());  // "publicIpAddress": "" is no address
+  EXPECT_THAT(info->private_ips, ::testing::ElementsAre("10.0.0.7"));
+
+  auto with_ip = ParseImdsDocument(R"({"compute": {"vmSize": "Standard_D2s_v5"},
+      "network": {"interface": [
+        {"ipv4": {"ipAddress": [{"privateIpAddress": "10.0.0.4", "publicIpAddress": "20.1.2.3"}]}},
+        {"ipv4": {"ipAddress": [{"privateIpAddress": "10.0.1.4"}]},
+         "ipv6": {"ipAddress": [{"privateIpAddress": "fd00::4", "publicIpAddress": "2603::1"}]}}]}})",
+                                   "doc");
+  ASSERT_TRUE(with_ip.ok());
+  EXPECT_TRUE(with_ip->network_known);
+  EXPECT_THAT(with_ip->public_ips, ::testing::ElementsAre("20.1.2.3", "2603::1"));
+  EXPECT_THAT(with_ip->private_ips, ::testing::ElementsAre("10.0.0.4", "10.0.1.4", "fd00::4"));
+}
+
+TEST(ImdsTest, MalformedOrMissingNetworkIsUnknownNotAnError) {
+  for (std::string_view doc : {
+           R"({"compute": {"vmSize": "Standard_D2s_v5"}})",
+           R"({"compute": {"vmSize": "Standard_D2s_v5"}, "network": []})",
+           R"({"compute": {"vmSize": "Standard_D2s_v5"}, "network": {"interface": {}}})",
+           R"({"compute": {"vmSize": "Standard_D2s_v5"}, "network": {"interface": [
+               {"ipv4": {"ipAddress": [{"publicIpAddress": 7}]}}]}})",
+           R"({"compute": {"vmSize": "Standard_D2s_v5"}, "network": {"interface": [
+               {"ipv4": {"ipAddress": [{"publicIpAddress": "20.1.2.3"}, "x"]}}]}})",
+       }) {
+    auto info = ParseImdsDocument(doc, "doc");
+    ASSERT_TRUE(info.ok()) << doc << ": " << info.status().ToString();
+    EXPECT_FALSE(info->network_known) << doc;
+    EXPECT_TRUE(info->public_ips.empty()) << doc;
+  }
+}
+
 }  // namespace
 }  // namespace gantry

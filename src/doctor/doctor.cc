@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 
+#include "gantry/assess/node.h"
 #include "gantry/config.h"
 #include "gantry/core/log.h"
 #include "gantry/core/table.h"
@@ -33,7 +34,6 @@ std::string Plural(int64_t n, std::string_view one, std::string_view many) {
 }
 
 std::string Percent(double share) { return fmt::format("{:.0f}%", share * 100); }
-
 
 std::string Hostname() {
   char buf[256] = {};
@@ -87,7 +87,8 @@ Status ValidateOptions(const DoctorOptions& o) {
         fmt::format("gemm size: {} must be 0 (automatic) or 1..65536", o.gemm_size));
   }
   if (!(o.gemm_seconds > 0) || !std::isfinite(o.gemm_seconds)) {
-    return InvalidArgument(fmt::format("gemm seconds: {} is not a positive number", o.gemm_seconds));
+    return InvalidArgument(
+        fmt::format("gemm seconds: {} is not a positive number", o.gemm_seconds));
   }
   if (!(o.memcpy_seconds > 0) || !std::isfinite(o.memcpy_seconds)) {
     return InvalidArgument(
@@ -276,9 +277,10 @@ Check CheckGemm(const Result<bench::GemmResult>& gemm) {
                          gemm->backend, *gemm->peak_tflops, gemm->peak_source);
   if (*gemm->mfu < kMinGemmShareOfPeak) {
     c.verdict = Verdict::kWarn;
-    c.detail = fmt::format("below {:.0f}% of peak: clocks throttled, another job, or a slow BLAS "
-                           "build; ",
-                           kMinGemmShareOfPeak * 100) +
+    c.detail = fmt::format(
+                   "below {:.0f}% of peak: clocks throttled, another job, or a slow BLAS "
+                   "build; ",
+                   kMinGemmShareOfPeak * 100) +
                c.detail;
   }
   return c;
@@ -290,8 +292,9 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
   const std::string_view suffix =
       workload ? "; `gantry advise --workload` ranks every size for it" : "";
   if (!vm || vm->vm_size.empty()) {
-    return {"advice", Verdict::kSkip, "unknown VM size",
-            fmt::format("IMDS gave no VM size, so the catalog cannot describe this node{}", suffix)};
+    return {
+        "advice", Verdict::kSkip, "unknown VM size",
+        fmt::format("IMDS gave no VM size, so the catalog cannot describe this node{}", suffix)};
   }
   const advise::VmSize* size = catalog.FindSize(vm->vm_size);
   if (size == nullptr) {
@@ -304,27 +307,34 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
   if (const advise::Accelerator* acc = catalog.AcceleratorOf(*size)) {
     std::optional<double> peak = acc->PeakTflops(advise::NumberFormat::kBf16);
     if (!peak) peak = acc->PeakTflops(advise::NumberFormat::kFp16);
-    c.value = fmt::format("{}: {:g} x {} ({} GiB{})", size->name, size->gpus, acc->name,
-                          acc->memory_gib,
-                          peak ? fmt::format(", {:g} TFLOPS 16-bit peak each", *peak) : "");
+    c.value =
+        fmt::format("{}: {:g} x {} ({} GiB{})", size->name, size->gpus, acc->name, acc->memory_gib,
+                    peak ? fmt::format(", {:g} TFLOPS 16-bit peak each", *peak) : "");
   } else {
-    c.value = fmt::format("{}: {} vCPU, {:g} GiB (CPU size)", size->name, size->vcpus,
-                          size->ram_gib);
+    c.value =
+        fmt::format("{}: {} vCPU, {:g} GiB (CPU size)", size->name, size->vcpus, size->ram_gib);
   }
   std::string measured;
   if (const advise::Accelerator* acc = catalog.AcceleratorOf(*size);
       acc && gemm && gemm->device == bench::GemmDevice::kCuda) {
     std::optional<double> peak;
     switch (gemm->type) {
-      case bench::GemmType::kBf16: peak = acc->PeakTflops(advise::NumberFormat::kBf16); break;
-      case bench::GemmType::kFp16: peak = acc->PeakTflops(advise::NumberFormat::kFp16); break;
-      case bench::GemmType::kFp32: peak = acc->PeakTflops(advise::NumberFormat::kFp32); break;
-      case bench::GemmType::kFp64: break;
+      case bench::GemmType::kBf16:
+        peak = acc->PeakTflops(advise::NumberFormat::kBf16);
+        break;
+      case bench::GemmType::kFp16:
+        peak = acc->PeakTflops(advise::NumberFormat::kFp16);
+        break;
+      case bench::GemmType::kFp32:
+        peak = acc->PeakTflops(advise::NumberFormat::kFp32);
+        break;
+      case bench::GemmType::kFp64:
+        break;
     }
     if (peak) {
-      measured = fmt::format("measured {:.3g} TFLOPS {} GEMM per GPU = {:.0f}% of the catalog peak",
-                             gemm->tflops, bench::GemmTypeName(gemm->type),
-                             100 * gemm->tflops / *peak);
+      measured =
+          fmt::format("measured {:.3g} TFLOPS {} GEMM per GPU = {:.0f}% of the catalog peak",
+                      gemm->tflops, bench::GemmTypeName(gemm->type), 100 * gemm->tflops / *peak);
     }
   } else if (gemm && !acc) {
     measured = fmt::format("measured {:.3g} TFLOPS {} GEMM (the catalog has no CPU peak)",
@@ -355,7 +365,8 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
   }
   const advise::Candidate& best = advice->ranked.front();
   std::vector<std::string> parts;
-  parts.push_back(best.nodes == 1 ? "on this VM alone" : fmt::format("on {} VMs like it", best.nodes));
+  parts.push_back(best.nodes == 1 ? "on this VM alone"
+                                  : fmt::format("on {} VMs like it", best.nodes));
   if (best.training_memory) {
     parts.push_back(fmt::format("ZeRO-{}, {:.1f} of {:.1f} GiB per {}", best.zero_stage,
                                 best.memory_needed / (1 << 30), best.memory_usable / (1 << 30),
@@ -497,7 +508,57 @@ Check RunHealthCheck(const DoctorOptions& options, const std::optional<ImdsInfo>
   return CheckHealth(health::RunHealth(*checks, ctx, run), vm_size, known);
 }
 
+// `gantry assess run --node` without a second health run: the doctor's own
+// health verdict stands in for the health fact.
+Check RunAssessCheck(const DoctorOptions& options, const Result<ImdsInfo>& vm,
+                     const Check& health_check) {
+  assess::NodeOptions no;
+  no.root_dir = options.root_dir;
+  no.run_health = false;
+  const FakeImds answered = vm.ok() ? FakeImds(*vm) : FakeImds(vm.status());
+  Result<assess::Resource> node = assess::GatherNode(no, answered);
+  if (!node.ok()) return CheckNodeAssessment(node.status());
+  if (health_check.verdict != Verdict::kSkip) {
+    const char* verdict = health_check.verdict == Verdict::kOk     ? "pass"
+                          : health_check.verdict == Verdict::kWarn ? "warn"
+                                                                   : "fail";
+    node->body["properties"]["health"]["verdict"] = verdict;
+    std::erase(node->unknown, std::string("/properties/health/verdict"));
+  }
+  std::vector<assess::Resource> rs;
+  rs.push_back(std::move(*node));
+  return CheckNodeAssessment(assess::Assess(std::move(rs), assess::BuiltinRules(), {}));
+}
+
 }  // namespace
+
+Check CheckNodeAssessment(const Result<assess::Assessment>& a) {
+  Check c{"assess", Verdict::kOk, "", "gantry assess run --node for the details and fixes"};
+  if (!a.ok()) {
+    c.verdict = Verdict::kWarn;
+    c.value = "not assessed";
+    c.detail = a.status().message();
+    return c;
+  }
+  std::vector<std::string> failed;
+  int passed = 0, unknown = 0;
+  for (const assess::Finding& f : a->findings) {
+    if (f.verdict.outcome == assess::Outcome::kPass) ++passed;
+    if (f.verdict.outcome == assess::Outcome::kUnknown) ++unknown;
+    if (f.verdict.outcome == assess::Outcome::kFail && !f.suppressed) {
+      failed.push_back(fmt::format("{} ({})", f.rule->id, assess::SeverityName(f.rule->severity)));
+    }
+  }
+  if (failed.empty()) {
+    c.value = fmt::format("{} passed, {} unknown", passed, unknown);
+    return c;
+  }
+  c.verdict = a->Failed(assess::Severity::kHigh) ? Verdict::kFail : Verdict::kWarn;
+  c.value =
+      fmt::format("{}: {}", Plural(static_cast<int64_t>(failed.size()), "failure", "failures"),
+                  Join(failed, ", "));
+  return c;
+}
 
 Verdict Overall(const std::vector<Check>& checks) {
   Verdict worst = Verdict::kOk;
@@ -624,6 +685,9 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
   Check health_check{"health", Verdict::kSkip, "not run", "health checks turned off"};
   if (options.run_health) health_check = RunHealthCheck(options, report.vm, clock);
 
+  Check assess_check{"assess", Verdict::kSkip, "not run", "node assessment turned off"};
+  if (options.run_assess) assess_check = RunAssessCheck(options, vm, health_check);
+
   report.checks = {CheckVm(vm),
                    CheckCpu(cpu),
                    CheckMemory(memory),
@@ -634,7 +698,8 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
                    gemm_check,
                    bench_check,
                    advice_check,
-                   health_check};
+                   health_check,
+                   assess_check};
   report.overall = Overall(report.checks);
   report.elapsed_s = std::chrono::duration<double>(clock.Now() - start).count();
   return report;

@@ -220,8 +220,11 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   std::vector<std::string> names;
   for (const Check& c : report->checks) names.push_back(c.name);
   EXPECT_THAT(names, ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
-                                 "all_reduce", "advice", "health"));
+                                 "all_reduce", "advice", "health", "assess"));
   EXPECT_EQ(Find(*report, "health").verdict, Verdict::kSkip);
+  // The fake root has no agent, ckpt or backup config: the node assessment says so.
+  EXPECT_NE(Find(*report, "assess").verdict, Verdict::kSkip);
+  EXPECT_THAT(Find(*report, "assess").value, ::testing::HasSubstr("GANTRY-NODE-"));
   EXPECT_EQ(Find(*report, "vm").value, "Standard_ND96isr_H100_v5");
   EXPECT_EQ(Find(*report, "cpu").value,
             "AMD EPYC 7V12 64-Core Processor: 1 socket, 2 cores, 2 threads");
@@ -239,7 +242,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   std::string text = report->RenderText();
   EXPECT_THAT(text, HasSubstr("2027-01-15 08:00:00 UTC"));
   EXPECT_THAT(text, HasSubstr("check       verdict"));
-  EXPECT_THAT(text, HasSubstr("verdict: FAIL (0 warnings, 1 failure)"));
+  // The assess check warns: the fake root has no agent, ckpt or backup config.
+  EXPECT_THAT(text, HasSubstr("verdict: FAIL (1 warning, 1 failure)"));
 }
 
 TEST(CheckGemmTest, VerdictsFromTheMeasurement) {
@@ -421,7 +425,7 @@ TEST(DoctorReportTest, JsonShape) {
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(j["overall"], "fail");
-  ASSERT_EQ(j["checks"].size(), 11u);
+  ASSERT_EQ(j["checks"].size(), 12u);
   EXPECT_EQ(j["checks"][0]["name"], "vm");
   EXPECT_EQ(j["checks"][0]["verdict"], "ok");
   for (const auto& c : j["checks"]) {
@@ -514,6 +518,29 @@ TEST(RunDoctorTest, HealthRunsOnTheFakeRoot) {
   EXPECT_THAT(h.value, ::testing::HasSubstr(": first failure cpu: ")) << h.value;
   EXPECT_EQ(h.detail,
             "profile nd96isr_h100_v5 (gantry health --profile nd96isr_h100_v5 for the details)");
+}
+
+TEST(CheckNodeAssessmentTest, VerdictBySeverity) {
+  assess::Rule high, low;
+  high.id = "T-NODE-1";
+  high.severity = assess::Severity::kHigh;
+  low.id = "T-NODE-2";
+  low.severity = assess::Severity::kLow;
+  assess::Assessment a;
+  a.findings.push_back({&low, 0, assess::Verdict::Fail("x"), std::nullopt});
+  Check warn = CheckNodeAssessment(a);
+  EXPECT_EQ(warn.verdict, Verdict::kWarn);
+  EXPECT_EQ(warn.value, "1 failure: T-NODE-2 (low)");
+  a.findings.push_back({&high, 0, assess::Verdict::Fail("y"), std::nullopt});
+  EXPECT_EQ(CheckNodeAssessment(a).verdict, Verdict::kFail);
+  a.findings[1].suppressed = assess::Suppression{"T-NODE-1", "*", "ok", "2099-01-01", "s:1"};
+  EXPECT_EQ(CheckNodeAssessment(a).verdict, Verdict::kWarn);
+  assess::Assessment clean;
+  clean.findings.push_back({&high, 0, assess::Verdict::Pass(), std::nullopt});
+  EXPECT_EQ(CheckNodeAssessment(clean).verdict, Verdict::kOk);
+  EXPECT_EQ(CheckNodeAssessment(clean).value, "1 passed, 0 unknown");
+  EXPECT_EQ(CheckNodeAssessment(Result<assess::Assessment>(InvalidArgument("bad"))).verdict,
+            Verdict::kWarn);
 }
 
 }  // namespace

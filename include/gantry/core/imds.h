@@ -11,6 +11,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gantry/core/json.h"
 #include "gantry/core/status.h"
@@ -30,10 +31,19 @@ struct ImdsInfo {
   std::string publisher;        // compute.publisher of the image
   std::string offer;            // compute.offer
   std::string sku;              // compute.sku
+  // The network document (network.interface[].ipv4/ipv6.ipAddress[]): true
+  // when it was present and well formed. A malformed or absent network part
+  // leaves it false (the compute facts above still count) and the lists empty.
+  // Azure lists only Basic-SKU public IPs here: an empty list is not proof
+  // that no Standard-SKU public IP is attached.
+  bool network_known = false;
+  std::vector<std::string> public_ips;   // non-empty publicIpAddress values
+  std::vector<std::string> private_ips;  // privateIpAddress values
 
   // True for Spot (and legacy low-priority) VMs, which Azure may evict.
   bool spot() const { return priority == "Spot" || priority == "Low"; }
-  // Stable keys, the same names as the fields above.
+  // Stable keys, the same names as the compute fields above (the network
+  // fields are not part of it).
   Json ToJson() const;
 };
 

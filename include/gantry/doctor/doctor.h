@@ -24,6 +24,7 @@
 
 #include "gantry/advise/advise.h"
 #include "gantry/advise/catalog.h"
+#include "gantry/assess/assess.h"
 #include "gantry/bench/collectives.h"
 #include "gantry/bench/gemm.h"
 #include "gantry/bench/memory.h"
@@ -49,7 +50,7 @@ std::string_view VerdictName(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Check {
   // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm", "all_reduce",
-  // "advice", "health".
+  // "advice", "health", "assess".
   std::string name;
   Verdict verdict = Verdict::kOk;
   std::string value;   // what was found, for people: "AMD EPYC: 1 socket, 2 cores, 2 threads"
@@ -83,6 +84,10 @@ struct DoctorOptions {
   // (memory_bandwidth, collective, gemm).
   bool run_health = true;
   std::string health_profile;
+  // The "assess" check: `gantry assess run --node` on this machine (facts under
+  // root_dir; the health fact is the health check's verdict above, unknown when
+  // it did not run).
+  bool run_assess = true;
 };
 
 struct DoctorReport {
@@ -148,6 +153,11 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
 // failure <name>: <message>".
 Check CheckHealth(const Result<health::HealthReport>& report, const std::string& vm_size,
                   bool profile_known);
+// The doctor's summary of the node assessment: fail when an unsuppressed
+// finding of high or critical severity remains, warn on any other failure,
+// ok otherwise; the value names the failing rule ids ("2 failures:
+// GANTRY-NODE-004 (high), GANTRY-NODE-005 (medium)") or counts the passes.
+Check CheckNodeAssessment(const Result<assess::Assessment>& assessment);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
 Verdict Overall(const std::vector<Check>& checks);
 
