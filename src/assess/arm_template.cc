@@ -920,6 +920,32 @@ class Expander : public arm::Context {
       if (!st.ok()) return Locate(st, ptr);
     }
 
+    // Read before the unknown markers in the body become text: a nested
+    // deployment's parameters pass them on.
+    const Json* props = Member(r, "properties");
+    const Json* inline_tmpl = is_deployment && props ? Member(*props, "template") : nullptr;
+    Json nested_values;
+    std::string mode = "outer";
+    bool linked = false;
+    ArmOptions nested_opts = sc.opts;
+    if (inline_tmpl) {
+      const Json& bp = body["properties"];
+      if (const Json* v = Member(bp, "parameters")) nested_values = *v;
+      if (const Json* eo = Member(bp, "expressionEvaluationOptions")) {
+        if (const Json* m = Member(*eo, "scope"); m && m->is_string()) {
+          mode = AsciiLower(m->get<std::string>());
+        }
+      }
+      if (const Json* rg = Member(body, "resourceGroup"); rg && rg->is_string()) {
+        nested_opts.resource_group = rg->get<std::string>();
+      }
+      if (const Json* sub = Member(body, "subscriptionId"); sub && sub->is_string()) {
+        nested_opts.subscription_id = sub->get<std::string>();
+      }
+      nested_opts.deployment_name = name;
+    } else if (is_deployment && props && Member(*props, "templateLink")) {
+      linked = true;
+    }
     Resource res;
     res.type = type;
     res.name = name;
@@ -938,30 +964,8 @@ class Expander : public arm::Context {
     res.where.pointer = ptr;
     res.origin = Origin::kArm;
     if (!symbolic.empty()) sc.symbolic_ids[symbolic] = id;
+    if (linked) res.unknown.push_back("/properties/template");
 
-    const Json* props = Member(r, "properties");
-    const Json* inline_tmpl = is_deployment && props ? Member(*props, "template") : nullptr;
-    Json nested_values;
-    std::string mode = "outer";
-    ArmOptions nested_opts = sc.opts;
-    if (inline_tmpl) {
-      const Json& bp = res.body["properties"];
-      if (const Json* v = Member(bp, "parameters")) nested_values = *v;
-      if (const Json* eo = Member(bp, "expressionEvaluationOptions")) {
-        if (const Json* m = Member(*eo, "scope"); m && m->is_string()) {
-          mode = AsciiLower(m->get<std::string>());
-        }
-      }
-      if (const Json* rg = Member(res.body, "resourceGroup"); rg && rg->is_string()) {
-        nested_opts.resource_group = rg->get<std::string>();
-      }
-      if (const Json* sub = Member(res.body, "subscriptionId"); sub && sub->is_string()) {
-        nested_opts.subscription_id = sub->get<std::string>();
-      }
-      nested_opts.deployment_name = name;
-    } else if (is_deployment && props && Member(*props, "templateLink")) {
-      res.unknown.push_back("/properties/template");
-    }
     RETURN_IF_ERROR(Push(std::move(res), ptr));
 
     if (inline_tmpl) {
