@@ -45,7 +45,7 @@ def main():
                 check(key in report, "missing key %r" % key, proc)
             check(report["report"] == "gantry.doctor" and report["version"] == 1, "bad header", proc)
             verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
-            check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy",
+            check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "assess",
                                     "gemm", "all_reduce", "advice", "health"},
                   "unexpected checks %s" % sorted(verdicts), proc)
             advice = {c["name"]: c for c in report["checks"]}["advice"]

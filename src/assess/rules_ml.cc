@@ -1,5 +1,5 @@
 // Rules over Machine Learning workspaces and online deployments (GANTRY-ML-*).
-// docs/assess-rules.md explains each decision, in particular where Gantry and
+// docs/assess.md (Rules) explains each decision, in particular where Gantry and
 // PSRule, Checkov or Azure Policy read the same property differently.
 #include <fmt/format.h>
 

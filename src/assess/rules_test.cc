@@ -291,10 +291,10 @@ TEST(BuiltinRules, CoverEveryAnchorOfTheReference) {
 }
 
 TEST(BuiltinRules, TheDocListsEveryRuleAndNoOther) {
-  Result<std::string> doc = ReadFile(std::string(GANTRY_SOURCE_DIR) + "/docs/assess-rules.md");
+  Result<std::string> doc = ReadFile(std::string(GANTRY_SOURCE_DIR) + "/docs/assess.md");
   ASSERT_TRUE(doc.ok()) << doc.status().ToString();
   for (const Rule& r : BuiltinRules()) {
-    EXPECT_THAT(*doc, HasSubstr("### " + r.id + ": " + r.title + "\n")) << r.id;
+    EXPECT_THAT(*doc, HasSubstr("#### " + r.id + ": " + r.title + "\n")) << r.id;
     // The condition word for word, so that the doc follows the table.
     EXPECT_THAT(*doc, HasSubstr(r.condition)) << r.id;
     EXPECT_THAT(*doc, HasSubstr(r.rationale)) << r.id;
@@ -303,7 +303,7 @@ TEST(BuiltinRules, TheDocListsEveryRuleAndNoOther) {
   for (auto it = std::sregex_iterator(doc->begin(), doc->end(), id); it != std::sregex_iterator();
        ++it) {
     std::string s = it->str();
-    if (s == "GANTRY-SUP-001") continue;  // the engine's
+    if (s == "GANTRY-SUP-001" || s == "GANTRY-SUP-002") continue;  // the engine's
     EXPECT_NE(FindRule(s), nullptr) << "the doc names " << s << ", which is no rule";
   }
 }

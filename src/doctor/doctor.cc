@@ -553,7 +553,10 @@ Check CheckNodeAssessment(const Result<assess::Assessment>& a) {
     c.value = fmt::format("{} passed, {} unknown", passed, unknown);
     return c;
   }
-  c.verdict = a->Failed(assess::Severity::kHigh) ? Verdict::kFail : Verdict::kWarn;
+  // Warn, never fail: whether the node can take work is the health check's
+  // verdict (already a check of its own); pending updates or a missing backup
+  // config are findings to fix, not a broken node.
+  c.verdict = Verdict::kWarn;
   c.value =
       fmt::format("{}: {}", Plural(static_cast<int64_t>(failed.size()), "failure", "failures"),
                   Join(failed, ", "));

@@ -520,7 +520,7 @@ TEST(RunDoctorTest, HealthRunsOnTheFakeRoot) {
             "profile nd96isr_h100_v5 (gantry health --profile nd96isr_h100_v5 for the details)");
 }
 
-TEST(CheckNodeAssessmentTest, VerdictBySeverity) {
+TEST(CheckNodeAssessmentTest, WarnsOnUnsuppressedFailuresOfAnySeverity) {
   assess::Rule high, low;
   high.id = "T-NODE-1";
   high.severity = assess::Severity::kHigh;
@@ -532,9 +532,11 @@ TEST(CheckNodeAssessmentTest, VerdictBySeverity) {
   EXPECT_EQ(warn.verdict, Verdict::kWarn);
   EXPECT_EQ(warn.value, "1 failure: T-NODE-2 (low)");
   a.findings.push_back({&high, 0, assess::Verdict::Fail("y"), std::nullopt});
-  EXPECT_EQ(CheckNodeAssessment(a).verdict, Verdict::kFail);
-  a.findings[1].suppressed = assess::Suppression{"T-NODE-1", "*", "ok", "2099-01-01", "s:1"};
   EXPECT_EQ(CheckNodeAssessment(a).verdict, Verdict::kWarn);
+  EXPECT_EQ(CheckNodeAssessment(a).value, "2 failures: T-NODE-2 (low), T-NODE-1 (high)");
+  a.findings[0].suppressed = assess::Suppression{"T-NODE-2", "*", "ok", "2099-01-01", "s:1"};
+  a.findings[1].suppressed = assess::Suppression{"T-NODE-1", "*", "ok", "2099-01-01", "s:1"};
+  EXPECT_EQ(CheckNodeAssessment(a).verdict, Verdict::kOk);
   assess::Assessment clean;
   clean.findings.push_back({&high, 0, assess::Verdict::Pass(), std::nullopt});
   EXPECT_EQ(CheckNodeAssessment(clean).verdict, Verdict::kOk);

@@ -153,9 +153,9 @@ Check CheckAdvice(const std::optional<ImdsInfo>& vm, const advise::Catalog& cata
 // failure <name>: <message>".
 Check CheckHealth(const Result<health::HealthReport>& report, const std::string& vm_size,
                   bool profile_known);
-// The doctor's summary of the node assessment: fail when an unsuppressed
-// finding of high or critical severity remains, warn on any other failure,
-// ok otherwise; the value names the failing rule ids ("2 failures:
+// The doctor's summary of the node assessment: warn when an unsuppressed
+// failure remains (whatever its severity: the node's fitness for work is the
+// health check's verdict), ok otherwise; the value names the failing rule ids ("2 failures:
 // GANTRY-NODE-004 (high), GANTRY-NODE-005 (medium)") or counts the passes.
 Check CheckNodeAssessment(const Result<assess::Assessment>& assessment);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
