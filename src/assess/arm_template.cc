@@ -43,21 +43,9 @@ struct PathSeg {
   int kind = 0;  // 0 root, 1 key, 2 index
 };
 
-void AppendEscaped(std::string_view key, std::string* out) {
-  for (char c : key) {
-    if (c == '~') {
-      *out += "~0";
-    } else if (c == '/') {
-      *out += "~1";
-    } else {
-      *out += c;
-    }
-  }
-}
-
 std::string Escaped(std::string_view key) {
   std::string s;
-  AppendEscaped(key, &s);
+  AppendPointerToken(key, &s);
   return s;
 }
 
@@ -68,7 +56,7 @@ void Render(const PathSeg* p, std::string* out) {
     *out += p->raw;
   } else if (p->kind == 1) {
     *out += '/';
-    AppendEscaped(p->key, out);
+    AppendPointerToken(p->key, out);
   } else {
     *out += '/';
     *out += std::to_string(p->index);
@@ -1024,7 +1012,7 @@ class Expander : public arm::Context {
     } else if (v.is_object()) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         *ptr += '/';
-        AppendEscaped(it.key(), ptr);
+        AppendPointerToken(it.key(), ptr);
         FinalizeUnknown(it.value(), ptr, out);
         ptr->resize(n);
       }

@@ -212,6 +212,20 @@ Status Reader::Arm(const Json& v, const std::string& pointer) {
   return Status::Ok();
 }
 
+// The fields every `az ml ... show` mapping shares: location, address and the
+// ARM body's type, name, id, location, tags and identity.
+void FillCommonFields(const Json& v, Resource* r) {
+  r->location = tf::NormalizeLocation(r->location);
+  r->address = r->id.empty() ? r->name : r->id;
+  Json& b = r->body;
+  b["type"] = r->type;
+  b["name"] = r->name;
+  if (!r->id.empty()) b["id"] = r->id;
+  if (!r->location.empty()) b["location"] = r->location;
+  if (const Json* t = Field(v, "tags"); t && t->is_object()) b["tags"] = *t;
+  if (const Json* id = Field(v, "identity")) b["identity"] = MapIdentity(*id);
+}
+
 Status Reader::MlCompute(const Json& v, const std::string& pointer,
                          const std::string& compute_type) {
   Resource r = Start(pointer);
@@ -229,15 +243,8 @@ Status Reader::MlCompute(const Json& v, const std::string& pointer,
     r.name = "(unknown workspace)/" + r.name;
     r.unknown.push_back("/name");
   }
-  r.location = tf::NormalizeLocation(r.location);
-  r.address = r.id.empty() ? r.name : r.id;
+  FillCommonFields(v, &r);
   Json& b = r.body;
-  b["type"] = r.type;
-  b["name"] = r.name;
-  if (!r.id.empty()) b["id"] = r.id;
-  if (!r.location.empty()) b["location"] = r.location;
-  if (const Json* t = Field(v, "tags"); t && t->is_object()) b["tags"] = *t;
-  if (const Json* id = Field(v, "identity")) b["identity"] = MapIdentity(*id);
   Json& p = b["properties"];
   p["computeType"] = compute_type;
   if (!r.location.empty()) p["computeLocation"] = r.location;
@@ -353,15 +360,8 @@ Status Reader::MlWorkspace(const Json& v, const std::string& pointer) {
   r.type = kWorkspace;
   if (!r.id.empty()) SplitId(r.id, &r.name, &r.scope);
   r.scope.clear();
-  r.location = tf::NormalizeLocation(r.location);
-  r.address = r.id.empty() ? r.name : r.id;
+  FillCommonFields(v, &r);
   Json& b = r.body;
-  b["type"] = r.type;
-  b["name"] = r.name;
-  if (!r.id.empty()) b["id"] = r.id;
-  if (!r.location.empty()) b["location"] = r.location;
-  if (const Json* t = Field(v, "tags"); t && t->is_object()) b["tags"] = *t;
-  if (const Json* id = Field(v, "identity")) b["identity"] = MapIdentity(*id);
   Json& p = b["properties"];
   p = Json::object();
   auto copy = [&](const char* cli, const char* arm, bool (Json::*is)() const noexcept,

@@ -20,6 +20,18 @@ std::string_view OriginName(Origin o) {
   return "arm";
 }
 
+void AppendPointerToken(std::string_view token, std::string* pointer) {
+  for (char c : token) {
+    if (c == '~') {
+      *pointer += "~0";
+    } else if (c == '/') {
+      *pointer += "~1";
+    } else {
+      *pointer += c;
+    }
+  }
+}
+
 int SourceDoc::LineOf(std::string_view pointer) const {
   std::string p(pointer);
   while (true) {
@@ -42,15 +54,7 @@ std::string PointerOf(std::string_view dotted) {
     std::string_view seg =
         dotted.substr(start, dot == std::string_view::npos ? dotted.npos : dot - start);
     out += '/';
-    for (char c : seg) {
-      if (c == '~') {
-        out += "~0";
-      } else if (c == '/') {
-        out += "~1";
-      } else {
-        out += c;
-      }
-    }
+    AppendPointerToken(seg, &out);
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }

@@ -100,15 +100,7 @@ class Parser {
   // Appends `key` to the current pointer with RFC 6901 escapes.
   void PushKey(std::string_view key) {
     pointer_ += '/';
-    for (char c : key) {
-      if (c == '~') {
-        pointer_ += "~0";
-      } else if (c == '/') {
-        pointer_ += "~1";
-      } else {
-        pointer_ += c;
-      }
-    }
+    AppendPointerToken(key, &pointer_);
   }
 
   Status ParseValue(Json* out, int depth) {

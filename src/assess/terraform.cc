@@ -27,16 +27,7 @@ constexpr int kMaxReferenceHops = 32;
 
 std::string EscapeToken(std::string_view s) {
   std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
+  AppendPointerToken(s, &out);
   return out;
 }
 

@@ -37,6 +37,10 @@ struct SourceDoc {
   int LineOf(std::string_view pointer) const;
 };
 
+// Appends `token` to `pointer` as one RFC 6901 reference token, without the
+// leading '/' ("a/b~c" -> "a~1b~0c").
+void AppendPointerToken(std::string_view token, std::string* pointer);
+
 // Limits that keep hostile input from exhausting the process.
 inline constexpr size_t kMaxInputBytes = 256ull << 20;  // one file
 inline constexpr int kMaxJsonDepth = 256;               // nesting of arrays/objects
