@@ -14,7 +14,7 @@
 # PSRule for Azure needs PowerShell and Checkov needs pip packages that this
 # environment cannot install, so no side-by-side numbers are measured here;
 # the script says so. What can be compared is the rule coverage and semantics:
-# docs/assess-rules.md maps every rule to its PSRule/Checkov/Policy anchor.
+# the Rules section of docs/assess.md maps every rule to its PSRule/Checkov/Policy anchor.
 #
 # usage: bench/assess.sh [--quick]
 #   --quick   sizes 1000 and 5000, REPEAT 1
@@ -108,4 +108,4 @@ printf '%s' "$target_line"
 echo
 echo "PSRule for Azure (PowerShell) and Checkov (pip) cannot be installed in this environment,"
 echo "so only Gantry's numbers are measured; compare coverage and semantics with the anchors in"
-echo "docs/assess-rules.md."
+echo "the Rules section of docs/assess.md."
