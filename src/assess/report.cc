@@ -291,8 +291,15 @@ std::string RenderTable(const Assessment& a) {
                            f->rule->id, Label(r));
       }
       out += head + "\n";
-      const std::string where = Where(r);
-      if (!where.empty()) out += fmt::format("            at {}\n", where);
+      std::string where = Where(r);
+      // Template addresses ("resources[4].resources[0][2]") say where, not what:
+      // name the resource too.
+      if (!r.name.empty() && r.name != Label(r)) {
+        const size_t slash = r.type.rfind('/');
+        where += fmt::format(
+            " ({} '{}')", slash == std::string::npos ? r.type : r.type.substr(slash + 1), r.name);
+      }
+      if (!where.empty()) out += Wrap("at " + where, 12, kWidth);
       out += Wrap(f->verdict.message.empty() ? f->rule->title : f->verdict.message, 12, kWidth);
       if (f->verdict.monthly_usd) {
         std::string cost = fmt::format("at stake: {}/month", Money(*f->verdict.monthly_usd));

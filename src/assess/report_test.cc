@@ -146,6 +146,26 @@ TEST(ReportTest, TableHasScoresFailuresCostAndSummaryInOneHundredColumns) {
   while (std::getline(in, line)) EXPECT_LE(line.size(), 100u) << line;
 }
 
+TEST(ReportTest, TableNamesResourcesWhoseAddressIsAPosition) {
+  Resource r;
+  r.type = "Microsoft.MachineLearningServices/workspaces/computes";
+  r.name = "mlw-prod/gpu-000";
+  r.address = "resources[4].resources[0][0]";
+  r.where = {"infra/main.json", 110, "/resources/4/resources/0"};
+  r.body = {{"type", r.type}, {"name", r.name}};
+  Rule rule;
+  rule.id = "TEST-ML-009";
+  rule.title = "Fail everything";
+  rule.types = {r.type};
+  rule.check = [](const Resource&, const RuleContext&) { return Verdict::Fail("always"); };
+  const std::vector<Rule> rules = {rule};  // findings point into it
+  Result<Assessment> a = Assess({r}, rules, AssessOptions{.today = "2027-01-15"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_THAT(RenderTable(*a), HasSubstr("  TEST-ML-009  resources[4].resources[0][0]\n"
+                                         "            at infra/main.json:110 (computes "
+                                         "'mlw-prod/gpu-000')\n"));
+}
+
 TEST(ReportTest, JsonHasTheDocumentedKeys) {
   Json j = ToJson(Sample());
   EXPECT_EQ(j["report"], "gantry.assess");
