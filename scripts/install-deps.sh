@@ -23,8 +23,8 @@ PACKAGES=(
   libopenblas-dev
   # health: gpu_xid reads rotated .gz kernel logs through zlib
   zlib1g-dev
-  # procps for ps/free in the doctor smoke test
-  procps
+  # procps for ps/free in the doctor smoke test; time (/usr/bin/time -v) for bench/assess.sh
+  procps time
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)
   libboost-dev libhiredis-dev libsqlite3-dev
   # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool

@@ -6,9 +6,10 @@
 #include <map>
 #include <string>
 
-#include "gantry/advise/advise.h"
 #include "format.h"
+#include "gantry/advise/advise.h"
 #include "gantry/core/table.h"
+#include "gantry/core/text.h"
 
 namespace gantry::advise {
 namespace {
@@ -18,22 +19,16 @@ std::string Money(std::optional<double> usd) {
   if (!usd) return "-";
   double v = *usd;
   if (v < 100) return fmt::format("${:.2f}", v);
-  std::string digits = fmt::format("{:.0f}", v);
-  std::string out;
-  int count = 0;
-  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
-    if (count > 0 && count % 3 == 0) out.insert(out.begin(), ',');
-    out.insert(out.begin(), *it);
-    ++count;
-  }
-  return "$" + out;
+  return "$" + GroupThousands(static_cast<int64_t>(std::nearbyint(v)));  // ties to even, as {:.0f}
 }
 
 std::string Hours(std::optional<double> h) { return h ? internal::FormatHours(*h) : "-"; }
 
 std::string Gib(double bytes) { return internal::GibNumber(bytes); }
 
-std::string Ms(double s) { return s * 1000 >= 100 ? fmt::format("{:.0f}", s * 1000) : fmt::format("{:.1f}", s * 1000); }
+std::string Ms(double s) {
+  return s * 1000 >= 100 ? fmt::format("{:.0f}", s * 1000) : fmt::format("{:.1f}", s * 1000);
+}
 
 std::optional<double> Opt(const CostLine* l, bool month) {
   if (!l) return std::nullopt;
@@ -62,11 +57,12 @@ Rows BuildRows(const Advice& a, int top) {
   const Workload& w = a.workload;
   Rows r;
   if (w.stage == Stage::kTraining) {
-    r.head = {"#", "size", "VMs x GPUs", "GiB need/usable", "ZeRO", "time", "PAYG run",
-              "spot run", "spot?"};
+    r.head = {"#",        "size",     "VMs x GPUs", "GiB need/usable", "ZeRO", "time",
+              "PAYG run", "spot run", "spot?"};
   } else {
-    r.head = {"#", "size", "VMs x GPUs, TP x replicas", "GiB need/usable", "TTFT ms", "ms/token",
-              "req/s per replica", "PAYG month", "spot month"};
+    r.head = {"#",         "size",     "VMs x GPUs, TP x replicas", "GiB need/usable",
+              "TTFT ms",   "ms/token", "req/s per replica",         "PAYG month",
+              "spot month"};
   }
   int n = 0;
   for (const Candidate& c : a.ranked) {
@@ -118,46 +114,48 @@ std::string Explain(const Candidate& c, const Workload& w, int rank, std::string
   auto line = [&](const std::string& text) { out += fmt::format("   {} {}\n", bullet, text); };
   if (w.stage == Stage::kTraining && c.training_memory) {
     const TrainingMemory& m = *c.training_memory;
-    line(fmt::format("fits: {} GiB per {} (weights {}, gradients {}, optimizer {}, activations "
-                     "{}) of {} GiB usable",
-                     Gib(m.total), c.size->kind == SizeKind::kGpu ? "GPU" : "VM", Gib(m.weights),
-                     Gib(m.gradients), Gib(m.optimizer), Gib(m.activations),
-                     Gib(c.memory_usable)));
+    line(
+        fmt::format("fits: {} GiB per {} (weights {}, gradients {}, optimizer {}, activations "
+                    "{}) of {} GiB usable",
+                    Gib(m.total), c.size->kind == SizeKind::kGpu ? "GPU" : "VM", Gib(m.weights),
+                    Gib(m.gradients), Gib(m.optimizer), Gib(m.activations), Gib(c.memory_usable)));
     if (c.hours) {
       line(fmt::format("time: {} on {} VM(s) = {:g} GPUs at {:.0f}% MFU of {:.1f} TFLOPS {}",
-                       Hours(c.hours), c.nodes, c.nodes * c.size->gpus, 100 * c.mfu,
-                       c.peak_tflops, PrecisionName(w.precision)));
+                       Hours(c.hours), c.nodes, c.nodes * c.size->gpus, 100 * c.mfu, c.peak_tflops,
+                       PrecisionName(w.precision)));
     }
   }
   if (w.stage == Stage::kInference && c.inference_memory) {
     const InferenceMemory& m = *c.inference_memory;
-    line(fmt::format("fits: {} GiB in all (weights {}, KV cache {} for {} x {} tokens, overhead "
-                     "{}) = {} GiB per GPU at tensor parallel {}, of {} GiB usable",
-                     Gib(m.total), Gib(m.weights), Gib(m.kv_cache), w.batch,
-                     w.context > 0 ? w.context : w.prompt_tokens + w.output_tokens,
-                     Gib(m.overhead), Gib(c.memory_needed), c.tensor_parallel,
-                     Gib(c.memory_usable)));
+    line(
+        fmt::format("fits: {} GiB in all (weights {}, KV cache {} for {} x {} tokens, overhead "
+                    "{}) = {} GiB per GPU at tensor parallel {}, of {} GiB usable",
+                    Gib(m.total), Gib(m.weights), Gib(m.kv_cache), w.batch,
+                    w.context > 0 ? w.context : w.prompt_tokens + w.output_tokens, Gib(m.overhead),
+                    Gib(c.memory_needed), c.tensor_parallel, Gib(c.memory_usable)));
     if (c.perf) {
-      line(fmt::format("speed: first token {} ms, {} ms per output token, {:.0f} tokens/s and "
-                       "{:.2f} requests/s per replica (batch {}); {} replica(s) per VM",
-                       Ms(c.perf->first_token_s), Ms(c.perf->per_token_s), c.perf->tokens_per_s,
-                       c.perf->requests_per_s, w.batch, c.replicas_per_node));
+      line(
+          fmt::format("speed: first token {} ms, {} ms per output token, {:.0f} tokens/s and "
+                      "{:.2f} requests/s per replica (batch {}); {} replica(s) per VM",
+                      Ms(c.perf->first_token_s), Ms(c.perf->per_token_s), c.perf->tokens_per_s,
+                      c.perf->requests_per_s, w.batch, c.replicas_per_node));
     }
   }
   std::string costs;
   for (const CostLine& l : c.costs) {
     if (!l.rate_per_hour) continue;
     if (!costs.empty()) costs += ", ";
-    costs += fmt::format("{} {}/h{}", PricingModelName(l.model), Money(l.rate_per_hour),
-                         l.rate_from_catalog || l.model == PricingModel::kPayg ||
-                                 l.model == PricingModel::kSpot
-                             ? ""
-                             : "*");
+    costs += fmt::format(
+        "{} {}/h{}", PricingModelName(l.model), Money(l.rate_per_hour),
+        l.rate_from_catalog || l.model == PricingModel::kPayg || l.model == PricingModel::kSpot
+            ? ""
+            : "*");
   }
   if (!costs.empty()) {
-    line(fmt::format("cost{}: ", c.nodes > 1 ? fmt::format(" of {} VMs", c.nodes) : "") + costs + (costs.find('*') != std::string::npos
-                                 ? " (* default discount off PAYG; see docs/advise.md)"
-                                 : ""));
+    line(fmt::format("cost{}: ", c.nodes > 1 ? fmt::format(" of {} VMs", c.nodes) : "") + costs +
+         (costs.find('*') != std::string::npos
+              ? " (* default discount off PAYG; see docs/advise.md)"
+              : ""));
   }
   if (!c.spot_reason.empty()) line(c.spot_reason);
   for (const std::string& n : c.notes) line(n);
@@ -236,7 +234,8 @@ std::vector<std::pair<std::string, std::string>> GroupRejected(const Advice& a) 
   std::vector<std::pair<std::string, std::string>> out;
   for (const Candidate& c : a.rejected) {
     std::string reason = c.reasons_out.empty() ? "-" : c.reasons_out.front();
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == reason; });
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == reason; });
     if (it == out.end()) {
       out.emplace_back(reason, c.size->name);
     } else {
@@ -296,8 +295,9 @@ std::string RenderAdviceText(const Advice& a, int top) {
   for (const auto& [reason, names] : GroupRejected(a)) {
     out += fmt::format("  {}: {}\n", names, reason);
   }
-  out += fmt::format("\ncatalog: {} (prices {} per VM hour, list prices; `gantry advise catalog`)\n",
-                     a.catalog_origin, a.currency);
+  out +=
+      fmt::format("\ncatalog: {} (prices {} per VM hour, list prices; `gantry advise catalog`)\n",
+                  a.catalog_origin, a.currency);
   return out;
 }
 
@@ -327,8 +327,8 @@ std::string RenderAdviceMarkdown(const Advice& a, int top) {
       out += fmt::format("- {}: {}\n", names, reason);
     }
   }
-  out += fmt::format("\nCatalog: {} ({} per VM hour, list prices).\n", a.catalog_origin,
-                     a.currency);
+  out +=
+      fmt::format("\nCatalog: {} ({} per VM hour, list prices).\n", a.catalog_origin, a.currency);
   return out;
 }
 
@@ -341,12 +341,12 @@ Json CommitAdvice::ToJson() const {
   j["utilization"] = utilization;
   Json lines_j = Json::array();
   for (const CommitLine& l : lines) {
-    lines_j.push_back({{"model", PricingModelName(l.model)},
-                       {"rate_per_hour", l.rate_per_hour ? Json(*l.rate_per_hour) : Json(nullptr)},
-                       {"rate_from_catalog", l.rate_from_catalog},
-                       {"month_usd", l.month_usd ? Json(*l.month_usd) : Json(nullptr)},
-                       {"break_even_utilization",
-                        l.break_even ? Json(*l.break_even) : Json(nullptr)}});
+    lines_j.push_back(
+        {{"model", PricingModelName(l.model)},
+         {"rate_per_hour", l.rate_per_hour ? Json(*l.rate_per_hour) : Json(nullptr)},
+         {"rate_from_catalog", l.rate_from_catalog},
+         {"month_usd", l.month_usd ? Json(*l.month_usd) : Json(nullptr)},
+         {"break_even_utilization", l.break_even ? Json(*l.break_even) : Json(nullptr)}});
   }
   j["lines"] = lines_j;
   j["cheapest"] = cheapest ? Json(PricingModelName(*cheapest)) : Json(nullptr);
@@ -354,9 +354,9 @@ Json CommitAdvice::ToJson() const {
 }
 
 std::string CommitAdvice::RenderText() const {
-  std::string out = fmt::format("{} x {} in {}, needed {:.0f}% of the month ({:.0f} of {:.0f} h)\n\n",
-                                nodes, size->name, region, utilization * 100,
-                                utilization * kHoursPerMonth, kHoursPerMonth);
+  std::string out = fmt::format(
+      "{} x {} in {}, needed {:.0f}% of the month ({:.0f} of {:.0f} h)\n\n", nodes, size->name,
+      region, utilization * 100, utilization * kHoursPerMonth, kHoursPerMonth);
   Table t({"pricing", "rate/h", "month at this use", "break-even use", "verdict"});
   for (size_t c = 1; c < 4; ++c) t.SetAlign(c, Table::Align::kRight);
   bool derived = false;
@@ -379,11 +379,13 @@ std::string CommitAdvice::RenderText() const {
               l.break_even ? fmt::format("{:.0f}%", *l.break_even * 100) : "-", verdict});
   }
   out += t.Render();
-  out += "\nA commitment bills every hour; it beats PAYG when the VMs are needed more than its "
-         "break-even share of the month.\n";
+  out +=
+      "\nA commitment bills every hour; it beats PAYG when the VMs are needed more than its "
+      "break-even share of the month.\n";
   if (derived) {
-    out += "* no rate in the catalog: a default discount off PAYG (docs/advise.md; override with "
-           "--prices or --discount-*)\n";
+    out +=
+        "* no rate in the catalog: a default discount off PAYG (docs/advise.md; override with "
+        "--prices or --discount-*)\n";
   }
   return out;
 }

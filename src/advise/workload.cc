@@ -10,6 +10,7 @@
 
 #include "gantry/advise/advise.h"
 #include "gantry/core/json.h"
+#include "gantry/core/text.h"
 #include "gantry/core/units.h"
 
 namespace gantry::advise {
@@ -166,12 +167,6 @@ Result<double> ParseCount(std::string_view what, std::string_view text) {
 
 namespace {
 
-std::string Upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // True when `token` occurs in `text` not followed by a digit or letter that
 // would make it another model ("A10" in "A100", "H100" in "H100X").
 bool HasToken(const std::string& text, const std::string& token) {
@@ -188,8 +183,8 @@ bool HasToken(const std::string& text, const std::string& token) {
 }  // namespace
 
 bool AcceleratorMatchesDevice(std::string_view accelerator, std::string_view device_name) {
-  const std::string acc = Upper(accelerator);
-  const std::string dev = Upper(device_name);
+  const std::string acc = AsciiUpper(accelerator);
+  const std::string dev = AsciiUpper(device_name);
   const std::string model = acc.substr(0, acc.find('-'));  // "H100", "A100", "MI300X", "T4"
   if (model.empty() || !HasToken(dev, model)) return false;
   if ((acc.find("NVL") != std::string::npos) != HasToken(dev, "NVL")) return false;

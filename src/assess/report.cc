@@ -24,12 +24,6 @@ constexpr size_t kMarkdownMaxFailures = 100;
 constexpr std::string_view kInformationUri =
     "https://github.com/gantry-ai/gantry/blob/main/docs/assess.md";
 
-std::string Upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool IsFailure(const Finding& f) { return f.verdict.outcome == Outcome::kFail; }
 bool IsOpenFailure(const Finding& f) { return IsFailure(f) && !f.suppressed; }
 
@@ -41,17 +35,8 @@ std::string Where(const Resource& r) {
 
 std::string Label(const Resource& r) { return r.address.empty() ? r.name : r.address; }
 
-std::string Money(double usd) {
-  // Thousands separators keep "$12,345/month" readable.
-  const auto whole = static_cast<int64_t>(usd + 0.5);
-  std::string digits = std::to_string(whole);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return "$" + out;
-}
+// Thousands separators keep "$12,345/month" readable.
+std::string Money(double usd) { return "$" + GroupThousands(static_cast<int64_t>(usd + 0.5)); }
 
 // Words of `text` in lines of at most `width` columns, each after `indent`.
 std::string Wrap(std::string_view text, size_t indent, size_t width) {
@@ -113,10 +98,6 @@ std::string SeverityBreakdown(const Counts& c) {
     if (n > 0) parts.push_back(fmt::format("{} {}", n, SeverityName(s)));
   }
   return Join(parts, ", ");
-}
-
-std::string Plural(int n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
 std::string SummaryLine(const Assessment& a, const Counts& c) {
@@ -283,12 +264,12 @@ std::string RenderTable(const Assessment& a) {
                        Plural(static_cast<int>(fails.size()), "failure", "failures"));
     for (const Finding* f : fails) {
       const Resource& r = a.resources[f->resource];
-      std::string head = fmt::format("  {:<9} {}  {}", Upper(SeverityName(f->rule->severity)),
+      std::string head = fmt::format("  {:<9} {}  {}", AsciiUpper(SeverityName(f->rule->severity)),
                                      f->rule->id, Label(r));
       if (head.size() > kWidth) {
         // Long addresses (live resource ids) on a line of their own.
-        head = fmt::format("  {:<9} {}\n            {}", Upper(SeverityName(f->rule->severity)),
-                           f->rule->id, Label(r));
+        head = fmt::format("  {:<9} {}\n            {}",
+                           AsciiUpper(SeverityName(f->rule->severity)), f->rule->id, Label(r));
       }
       out += head + "\n";
       std::string where = Where(r);
@@ -505,8 +486,8 @@ std::string ToJUnit(const Assessment& a) {
         EscapeMarkup(file), fs.size(), failures, skipped);
     for (const Finding* f : fs) {
       const Resource& r = a.resources[f->resource];
-      const std::string name = fmt::format("[{}][{}] {}", Upper(SeverityName(f->rule->severity)),
-                                           f->rule->id, f->rule->title);
+      const std::string name = fmt::format(
+          "[{}][{}] {}", AsciiUpper(SeverityName(f->rule->severity)), f->rule->id, f->rule->title);
       const std::string classname = fmt::format("{}.{}", file, Label(r));
       out += fmt::format("    <testcase name=\"{}\" classname=\"{}\"", EscapeMarkup(name),
                          EscapeMarkup(classname));

@@ -314,6 +314,12 @@ const std::vector<Rule>& BuiltinRules() {
   return rules;
 }
 
+std::string UnknownRuleHint(std::string_view id, const std::vector<std::string>& ids) {
+  std::optional<std::string> near = ClosestMatch(AsciiUpper(id), ids, 3);
+  return near ? fmt::format(" (did you mean '{}'?)", *near)
+              : std::string(" (gantry assess rules lists them)");
+}
+
 const Rule* FindRule(std::string_view id) {
   for (const Rule& r : BuiltinRules()) {
     if (EqualsIgnoreCase(r.id, id)) return &r;

@@ -109,12 +109,8 @@ Status CheckSuppressionRules(const std::vector<Suppression>& suppressions,
       return InvalidArgument(fmt::format(
           "{}: rule '{}' matches no rule (gantry assess rules lists them)", s.origin, s.rule));
     }
-    std::string upper(s.rule);
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::optional<std::string> near = ClosestMatch(upper, ids, 3);
-    return InvalidArgument(fmt::format("{}: unknown rule '{}'{}", s.origin, s.rule,
-                                       near ? fmt::format(" (did you mean '{}'?)", *near)
-                                            : std::string(" (gantry assess rules lists them)")));
+    return InvalidArgument(
+        fmt::format("{}: unknown rule '{}'{}", s.origin, s.rule, UnknownRuleHint(s.rule, ids)));
   }
   return Status::Ok();
 }

@@ -111,13 +111,8 @@ int RunExplain(const AssessFlags& f) {
     if (EqualsIgnoreCase(r->id, f.id)) rule = r;
   }
   if (rule == nullptr) {
-    std::string upper(f.id);
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::optional<std::string> near = ClosestMatch(upper, ids, 3);
     return Fail("assess explain",
-                NotFound(fmt::format("no rule '{}'{}", f.id,
-                                     near ? fmt::format(" (did you mean '{}'?)", *near)
-                                          : std::string(" (gantry assess rules lists them)"))));
+                NotFound(fmt::format("no rule '{}'{}", f.id, assess::UnknownRuleHint(f.id, ids))));
   }
   if (f.common.json) {
     std::cout << Dump(RuleJson(*rule));

@@ -97,6 +97,32 @@ std::string AsciiLower(std::string_view s) {
   return out;
 }
 
+std::string AsciiUpper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
+}
+
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n);
+  out += ' ';
+  out += n == 1 ? one : many;
+  return out;
+}
+
+std::string GroupThousands(int64_t n) {
+  const std::string digits =
+      std::to_string(n < 0 ? -static_cast<uint64_t>(n) : static_cast<uint64_t>(n));
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                     [](char x, char y) { return LowerChar(x) == LowerChar(y); });

@@ -120,5 +120,18 @@ TEST(TextTest, ClosestMatchPrefersTheFirstNearest) {
   EXPECT_EQ(ClosestMatch("x", {}, 5), std::nullopt);
 }
 
+TEST(TextTest, UpperPluralAndThousands) {
+  EXPECT_EQ(AsciiUpper("gantry-ml-001 \xc3\xa9"),
+            "GANTRY-ML-001 \xc3\xa9");  // UTF-8 bytes untouched
+  EXPECT_EQ(Plural(1, "failure", "failures"), "1 failure");
+  EXPECT_EQ(Plural(0, "failure", "failures"), "0 failures");
+  EXPECT_EQ(GroupThousands(0), "0");
+  EXPECT_EQ(GroupThousands(999), "999");
+  EXPECT_EQ(GroupThousands(1000), "1,000");
+  EXPECT_EQ(GroupThousands(143547), "143,547");
+  EXPECT_EQ(GroupThousands(-1234567), "-1,234,567");
+  EXPECT_EQ(GroupThousands(INT64_MIN), "-9,223,372,036,854,775,808");
+}
+
 }  // namespace
 }  // namespace gantry

@@ -29,10 +29,6 @@ constexpr int kReportVersion = 1;
 constexpr double kMinBusbwShareOfMemcpy = 0.25;
 constexpr double kMinAvailableMemoryShare = 0.10;
 
-std::string Plural(int64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
 std::string Percent(double share) { return fmt::format("{:.0f}%", share * 100); }
 
 std::string Hostname() {
@@ -826,8 +822,7 @@ std::string DoctorReport::RenderText() const {
     warns += c.verdict == Verdict::kWarn;
     fails += c.verdict == Verdict::kFail;
   }
-  std::string verdict(VerdictName(overall));
-  for (char& ch : verdict) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const std::string verdict = AsciiUpper(VerdictName(overall));
   out += fmt::format("\nverdict: {} ({}, {})\n", verdict, Plural(warns, "warning", "warnings"),
                      Plural(fails, "failure", "failures"));
   return out;

@@ -133,5 +133,9 @@ struct Rule {
 const std::vector<Rule>& BuiltinRules();
 // The built-in rule with this id (case-insensitive), or nullptr.
 const Rule* FindRule(std::string_view id);
+// The end of an "unknown rule" message: " (did you mean 'GANTRY-ML-001'?)" for
+// the id in `ids` closest to `id` (case-insensitive), else
+// " (gantry assess rules lists them)".
+std::string UnknownRuleHint(std::string_view id, const std::vector<std::string>& ids);
 
 }  // namespace gantry::assess

@@ -33,6 +33,12 @@ std::string Join(const std::vector<std::string>& parts, std::string_view separat
 
 // ASCII lower case of `s` (other bytes, UTF-8 included, are kept).
 std::string AsciiLower(std::string_view s);
+// ASCII upper case of `s` (other bytes, UTF-8 included, are kept).
+std::string AsciiUpper(std::string_view s);
+// "1 failure", "3 failures".
+std::string Plural(int64_t n, std::string_view one, std::string_view many);
+// Decimal digits of `n` in groups of three: 143547 -> "143,547", -1234 -> "-1,234".
+std::string GroupThousands(int64_t n);
 // True when `a` and `b` are equal ignoring ASCII case.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
