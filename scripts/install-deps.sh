@@ -25,6 +25,8 @@ PACKAGES=(
   zlib1g-dev
   # procps for ps/free in the doctor smoke test; time (/usr/bin/time -v) for bench/assess.sh
   procps time
+  # bc for the arithmetic of bench/jobs.sh
+  bc
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)
   libboost-dev libhiredis-dev libsqlite3-dev
   # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool

@@ -79,6 +79,9 @@ void RegisterDrift(CLI::App& app, Action* action);
 // assess_cmd.cc: `gantry assess run|rules|explain`.
 void RegisterAssess(CLI::App& app, Action* action);
 
+// jobs_cmd.cc: `gantry jobs run|resume|status|logs|cancel|check|replay`.
+void RegisterJobs(CLI::App& app, Action* action);
+
 // registry_cmd.cc: `gantry registry
 // register|list|show|versions|alias|download|sign|verify|search|...`.
 void RegisterRegistry(CLI::App& app, Action* action);

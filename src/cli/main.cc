@@ -56,6 +56,7 @@ int Main(int argc, char** argv) {
   RegisterTune(app, &action);
   RegisterDrift(app, &action);
   RegisterAssess(app, &action);
+  RegisterJobs(app, &action);
   RegisterRegistry(app, &action);
   RegisterAgent(app, &action);
   RegisterReport(app, &action);

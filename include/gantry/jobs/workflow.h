@@ -46,10 +46,10 @@ namespace gantry::jobs {
 struct Resources {
   int gpus = 0;
   double cpus = 1;
-  uint64_t memory_bytes = 0;          // 0: not declared (not counted locally)
-  std::chrono::seconds time{0};       // Slurm --time; 0: the step's timeout, else none
-  std::string partition;              // Slurm -p
-  std::string account;                // Slurm -A
+  uint64_t memory_bytes = 0;            // 0: not declared (not counted locally)
+  std::chrono::seconds time{0};         // Slurm --time; 0: the step's timeout, else none
+  std::string partition;                // Slurm -p
+  std::string account;                  // Slurm -A
   std::vector<std::string> slurm_args;  // extra sbatch arguments, verbatim
 };
 
@@ -58,8 +58,8 @@ struct RetryPolicy {
   std::chrono::milliseconds backoff{1000};         // before the first retry
   double factor = 2;                               // backoff multiplier per retry
   std::chrono::milliseconds max_backoff{300'000};  // cap
-  std::vector<int> exit_codes;  // retry only these codes; empty: any failure
-                                // (a timeout counts as exit code 124)
+  std::vector<int> exit_codes;                     // retry only these codes; empty: any failure
+                                                   // (a timeout counts as exit code 124)
 
   // The wait before retry number `retry` (1-based).
   std::chrono::milliseconds Delay(int retry) const;
@@ -79,11 +79,11 @@ struct Step {
   std::vector<std::string> needs;
   Resources resources;
   RetryPolicy retries;
-  std::chrono::milliseconds timeout{0};  // 0: none; kills the process group
+  std::chrono::milliseconds timeout{0};          // 0: none; kills the process group
   std::chrono::milliseconds kill_grace{10'000};  // SIGTERM -> SIGKILL
-  std::string image;   // run inside this container image (checked against
-                       // requires.registries); empty: on the host
-  Prerequisites requires;  // the workflow's merged with the step's own
+  std::string image;                             // run inside this container image (checked against
+                                                 // requires.registries); empty: on the host
+  Prerequisites prereqs;                         // the workflow's merged with the step's own
   std::optional<SweepSpec> sweep;
   bool handler = false;  // runs only as another step's on_failure handler
   FailureMode on_failure = FailureMode::kStop;
@@ -93,12 +93,12 @@ struct Step {
 
 struct Workflow {
   std::string name;
-  std::string path;  // absolute path of the file
-  std::string dir;   // its directory
+  std::string path;    // absolute path of the file
+  std::string dir;     // its directory
   std::string digest;  // SHA-256 hex of the file's bytes
   std::map<std::string, Step> steps;
-  std::vector<std::string> order;  // a topological order, file order among peers;
-                                   // handler steps are not in it
+  std::vector<std::string> order;            // a topological order, file order among peers;
+                                             // handler steps are not in it
   std::string container_runtime = "docker";  // `container_runtime:`
 };
 
