@@ -33,8 +33,9 @@ PACKAGES=(
   redis-server nginx-light haproxy wrk prometheus python3-cryptography
   # health --slurm test (tests/health_slurm): a real single-node Slurm with its own munged
   slurmctld slurmd slurm-client munge
-  # jobs: Snakemake 7 (local executor) is the anchor in bench/jobs.sh
-  snakemake
+  # jobs: Snakemake 7 (local executor) is the anchor in bench/jobs.sh; packaging is the
+  # reference the PEP 440 version tests are checked against
+  snakemake python3-packaging
   # drift: scipy/pandas known answers in python/tests/test_drift.py and bench/drift.sh, chromium for the report screenshot
   python3-scipy python3-pandas chromium
   # storage: Azure Blob client (libcurl), zstd for gantry backup
