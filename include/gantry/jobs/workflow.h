@@ -83,7 +83,7 @@ struct Step {
   std::chrono::milliseconds kill_grace{10'000};  // SIGTERM -> SIGKILL
   std::string image;   // run inside this container image (checked against
                        // requires.registries); empty: on the host
-  Prerequisites requires;  // the workflow's merged with the step's own
+  Prerequisites prereqs;  // the workflow's merged with the step's own
   std::optional<SweepSpec> sweep;
   bool handler = false;  // runs only as another step's on_failure handler
   FailureMode on_failure = FailureMode::kStop;
