@@ -14,6 +14,8 @@ import signal
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Keep the source tree free of __pycache__ (the tests run from it).
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "health_slurm"))
 
 import slurm_cluster  # noqa: E402
