@@ -77,6 +77,14 @@ class Backend {
   // Blocks until a job may have changed state or `max` passed: local wakes on
   // a child's exit, Slurm sleeps its poll interval (with backoff).
   virtual void Wait(std::chrono::milliseconds max) = 0;
+  // Tells the backend what a job started by an earlier runner process was
+  // launched with, before that process's id is first Polled here, so that it
+  // can read the job's exit_path (Slurm: the exit code once Slurm has
+  // forgotten the job). Backends that do not adopt ignore it.
+  virtual void Reattach(const std::string& id, const Launch& launch) {
+    (void)id;
+    (void)launch;
+  }
 };
 
 // Runs attempts as children of this process, each in a process group of its
@@ -101,6 +109,10 @@ struct SlurmOptions {
   // sacct --starttime: jobs submitted since then (the run's start minus a day)
   std::chrono::system_clock::time_point since;
   bool requeue = true;  // --requeue: preempted/failed nodes restart the job
+  // A job that neither sacct nor squeue lists and that left no exit file is
+  // kQueued (accounting can lag behind sbatch) until it has been missing this
+  // long, then kLost.
+  std::chrono::milliseconds lost_after{300'000};
 };
 std::unique_ptr<Backend> MakeSlurmBackend(const SlurmOptions& options);
 
