@@ -368,6 +368,12 @@ class Runner {
       if (adopt) {
         Unit u{step, trial, {}, 0, 0, false};
         running_[job_id] = u;
+        Launch l;
+        l.key = key;
+        l.run_id = rec_.run_id;
+        l.log_path = LogPath(dir_, key);
+        l.exit_path = ExitPath(key, attempts);
+        backend_->Reattach(job_id, l);
         Emit(key, StepState::kRunning, "following " + job_id + " started by the previous runner");
         return;
       }
