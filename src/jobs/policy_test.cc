@@ -3,6 +3,7 @@
 // promoted) at which step. Every expected answer is worked out by hand in
 // the comments from the rules in sweep.h / policy_*.cc; values are chosen
 // to be exact in binary where a tie is the point.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -66,7 +67,7 @@ std::vector<std::string> Stops(const PolicySpec& spec, Goal goal,
     const char* what = e.decision == Decision::kStop    ? "stop"
                        : e.decision == Decision::kPause ? "pause"
                                                         : "promote";
-    out.push_back("t" + std::to_string(e.trial) + "@" + std::to_string(e.step) + " " + what);
+    out.push_back(fmt::format("t{}@{} {}", e.trial, e.step, what));
   }
   return out;
 }

@@ -226,7 +226,10 @@ TEST(SweepSpaceTest, RandomIsSeededAndPinned) {
   // MT19937-64 in Python (top 53 bits / 2^53 for [0, 1), rejection for
   // integers). A change here changes every resumed sweep's trials.
   std::string first;
-  for (const auto& [name, v] : (*a)[0]) first += (first.empty() ? "" : " ") + ParamText(v);
+  for (const auto& [name, v] : (*a)[0]) {
+    if (!first.empty()) first += ' ';
+    first += ParamText(v);
+  }
   EXPECT_EQ(first, "0.018427507594783905 0.27806278770939485 0.8 32 1 c");
   s->seed = 43;
   Result<std::vector<ParamValues>> c = PlanTrials(*s);
