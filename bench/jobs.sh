@@ -74,24 +74,26 @@ warm "${s_cmd[@]}"; s_warm=$(best keep "${s_cmd[@]}")
 warm "${m_cmd[@]}"; m_warm=$(best keep "${m_cmd[@]}")
 # gantry's own start-up on a one-step workflow, to read the per-step cost apart
 printf 'steps:\n  one: {run: [true]}\n' >"$scratch/one.yaml"
-g_one=$(cd "$scratch" && best keep "$gantry" jobs run one.yaml --quiet --state-dir "$scratch/one-state")
+g_one=$(best keep "$gantry" jobs run "$scratch/one.yaml" --quiet --state-dir "$scratch/one-state")
 
 ratio() { echo "scale=3; $1 / $2" | bc -l | sed 's/^\./0./'; }
 per_step=$(echo "scale=3; ($g_cold - $g_one) * 1000 / $steps" | bc -l | sed 's/^\./0./')
+over_make=$(echo "scale=3; ($g_cold - $m_cold) * 1000 / $steps" | bc -l | sed 's/^\./0./; s/^-\./-0./')
 printf '\n%-28s %10s %10s %10s %14s %12s\n' "" gantry snakemake make "gantry/snake" "gantry/make"
 printf '%-28s %10s %10s %10s %14s %12s\n' "run from scratch (s)" "$g_cold" "$s_cold" "$m_cold" \
   "$(ratio "$g_cold" "$s_cold")" "$(ratio "$g_cold" "$m_cold")"
 printf '%-28s %10s %10s %10s %14s %12s\n' "re-run, up to date (s)" "$g_warm" "$s_warm" "$m_warm" \
   "$(ratio "$g_warm" "$s_warm")" "$(ratio "$g_warm" "$m_warm")"
-echo "gantry start-up (1-step workflow): ${g_one} s; overhead per step: ${per_step} ms"
-
+echo "gantry start-up (1-step workflow): ${g_one} s; per step (wall, start-up excluded, the step's own process included): ${per_step} ms; above make: ${over_make} ms"
 verdict() { # name value target op
   if (( $(echo "$2 $4 $3" | bc -l) )); then echo "  $1: $2 (target $3) MEETS"; else echo "  $1: $2 (target $3) MISSES"; fi
 }
 echo "targets:"
 verdict "cold gantry/snakemake" "$(ratio "$g_cold" "$s_cold")" 0.1 "<="
 verdict "cold gantry/make" "$(ratio "$g_cold" "$m_cold")" 1 "<="
-verdict "per-step overhead (ms)" "$per_step" 2 "<="
+verdict "re-run gantry/snakemake" "$(ratio "$g_warm" "$s_warm")" 0.1 "<="
+verdict "re-run gantry/make" "$(ratio "$g_warm" "$m_warm")" 1 "<="
+verdict "per step (ms)" "$per_step" 2 "<="
 
 echo
 echo "policy decisions: $trials trials x $intervals intervals ($((trials * intervals)) reports)"
@@ -110,7 +112,7 @@ steps:
       early_termination: {type: $policy}
 YAML
   out=$("$gantry" jobs replay "$scratch/sweep.yaml" --step train --events "$scratch/events.txt" --json)
-  secs=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.3f %d" % (j["seconds"], len(j["stops"])))')
+  secs=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.3f %d" % (j["seconds"], sum(1 for s in j["stops"] if s["decision"] == "stop")))')
   set -- $secs
   printf '  %-22s %8s s  %6s trials stopped  %s\n' "${policy%%,*}" "$1" "$2" \
     "$( (( $(echo "$1 < 1" | bc -l) )) && echo MEETS || echo MISSES)"

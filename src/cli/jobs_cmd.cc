@@ -236,9 +236,37 @@ int Logs(const JobsFlags& f) {
     step = fmt::format("{}/trial-{:04d}", base, *idx);
   }
   std::string path = jobs::LogPath(*dir, step);
+  // The state of the step (or trial) in the recorded run.
+  auto state_of = [&](const jobs::RunRecord& r) {
+    const jobs::StepRecord& sr = r.steps.at(base);
+    jobs::StepState st = sr.state;
+    if (step != base) {
+      for (const jobs::TrialRecord& t : sr.trials) {
+        if (fmt::format("{}/trial-{:04d}", base, t.index) == step) st = t.state;
+      }
+    }
+    return st;
+  };
+  auto live = [&](const jobs::RunRecord& r) {
+    jobs::StepState st = state_of(r);
+    return r.state == "running" &&
+           (st == jobs::StepState::kRunning || st == jobs::StepState::kWaiting ||
+            st == jobs::StepState::kPending);
+  };
   std::ifstream in(path, std::ios::binary);
+  // A log is created with the step's first output line.
+  while (!in && f.follow && live(*rec)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    in.open(path, std::ios::binary);
+    Result<jobs::RunRecord> now = jobs::ReadState(*dir);
+    if (now.ok()) rec = std::move(now);
+  }
   if (!in) {
-    return Fail("jobs logs", NotFound("no log for " + step + " yet (" + path + ")"));
+    if (jobs::IsTerminal(state_of(*rec))) {
+      std::cerr << step << " printed nothing (" << jobs::StepStateName(state_of(*rec)) << ")\n";
+      return kExitOk;
+    }
+    return Fail("jobs logs", NotFound("no output from " + step + " yet (" + path + ")"));
   }
   auto copy = [&] {
     char buf[65536];
@@ -254,16 +282,7 @@ int Logs(const JobsFlags& f) {
     copy();
     Result<jobs::RunRecord> now = jobs::ReadState(*dir);
     if (!now.ok()) continue;
-    const jobs::StepRecord& r = now->steps.at(base);
-    jobs::StepState st = r.state;
-    if (step != base) {
-      for (const jobs::TrialRecord& t : r.trials) {
-        if (fmt::format("{}/trial-{:04d}", base, t.index) == step) st = t.state;
-      }
-    }
-    bool live = st == jobs::StepState::kRunning || st == jobs::StepState::kWaiting ||
-                (st == jobs::StepState::kPending && now->state == "running");
-    if (!live || (now->state != "running")) {
+    if (!live(*now)) {
       copy();
       return kExitOk;
     }
@@ -379,6 +398,19 @@ Result<std::vector<jobs::MetricEvent>> ReadEvents(const std::string& path) {
   return out;
 }
 
+// A replayed change: a stop, a pause, or the promotion of a paused trial.
+std::string DecisionName(jobs::Decision d) {
+  switch (d) {
+    case jobs::Decision::kStop:
+      return "stop";
+    case jobs::Decision::kPause:
+      return "pause";
+    case jobs::Decision::kContinue:
+      return "promote";
+  }
+  return "stop";
+}
+
 int Replay(const JobsFlags& f) {
   Result<jobs::Workflow> wf = jobs::LoadWorkflow(WorkflowPath(f));
   if (!wf.ok()) return Fail("jobs replay", wf.status());
@@ -400,20 +432,17 @@ int Replay(const JobsFlags& f) {
   if (f.common.json) {
     Json j = Json::array();
     for (const jobs::StopEvent& s : *stops) {
-      j.push_back({{"trial", s.trial},
-                   {"step", s.step},
-                   {"decision", s.decision == jobs::Decision::kPause ? "pause" : "stop"}});
+      j.push_back({{"trial", s.trial}, {"step", s.step}, {"decision", DecisionName(s.decision)}});
     }
     std::cout << Dump(
         {{"events", events->size()}, {"trials", trials.size()}, {"stops", j}, {"seconds", secs}});
     return kExitOk;
   }
-  Table t({"trial", "stopped at step", "decision"});
+  Table t({"trial", "at step", "decision"});
   t.SetAlign(0, Table::Align::kRight);
   t.SetAlign(1, Table::Align::kRight);
   for (const jobs::StopEvent& s : *stops) {
-    t.AddRow({std::to_string(s.trial), std::to_string(s.step),
-              s.decision == jobs::Decision::kPause ? "pause" : "stop"});
+    t.AddRow({std::to_string(s.trial), std::to_string(s.step), DecisionName(s.decision)});
   }
   std::cout << t.Render()
             << fmt::format("{} of {} stopped early; {} events decided in {:.3f} s\n", stops->size(),

@@ -85,7 +85,7 @@ TEST(JobsCli, BadWorkflowsExit2WithThePlace) {
   CliRun r = RunGantry({"jobs", "run", wf});
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("bad.yaml:2"));
-  EXPECT_THAT(r.err, HasSubstr("did you mean 'needs'"));
+  EXPECT_THAT(r.err, HasSubstr("did you mean 'steps.a.needs'"));
   CliRun c = RunGantry({"jobs", "check", wf});
   EXPECT_EQ(c.rc, 2);
   CliRun missing = RunGantry({"jobs", "run", dir.Path("nope.yaml")});

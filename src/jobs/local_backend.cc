@@ -80,7 +80,9 @@ struct Child {
   pid_t pid = 0;
   int pidfd = -1;
   int out = -1, err = -1;  // pipe read ends, -1 once closed
-  int log = -1;
+  int log = -1;            // opened on the first output
+  std::string log_path, header;
+  std::string log_error;
   std::string out_buf, err_buf;  // partial lines
   std::string exit_path;
   Clock::time_point deadline = Clock::time_point::max();  // timeout
@@ -122,27 +124,27 @@ class LocalBackend final : public Backend {
 
   Result<std::string> Submit(const Launch& l) override {
     if (l.argv.empty()) return InvalidArgument(l.key + ": empty command");
-    std::string program = FindExecutable(l.argv[0]);
+    // $PATH does not change under a run: one lookup per program, not one
+    // access() per directory per step.
+    std::string& program = programs_[l.argv[0]];
+    if (program.empty() || l.argv[0].find('/') != std::string::npos) {
+      program = FindExecutable(l.argv[0]);
+    }
     if (program.empty()) {
       return NotFound(l.key + ": program '" + l.argv[0] +
                       "' not found (not an executable path, nor in $PATH)");
     }
-    int log = ::open(l.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0) return IoError(l.key + ": cannot open the log file " + l.log_path, errno);
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      ::close(log);
-      return IoError("pipe", errno);
+    // The log's directory must be writable now, not when the first line comes.
+    if (::access(std::string(l.log_path.substr(0, l.log_path.rfind('/'))).c_str(), W_OK) != 0) {
+      return IoError(l.key + ": cannot write the log file " + l.log_path, errno);
     }
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return IoError("pipe", errno);
     if (::pipe2(err, O_CLOEXEC) != 0) {
-      ::close(log);
       ::close(out[0]);
       ::close(out[1]);
       return IoError("pipe", errno);
     }
-    std::string header = Timestamp() + " gantry| start " + l.key + " attempt " +
-                         std::to_string(l.attempt) + ": " + JoinArgv(l.argv) + "\n";
-    (void)!::write(log, header.data(), header.size());
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -176,7 +178,6 @@ class LocalBackend final : public Backend {
     if (rc != 0) {
       ::close(out[0]);
       ::close(err[0]);
-      ::close(log);
       // posix_spawn reports a bad workdir as the child's failure to chdir.
       return Unavailable(l.key + ": cannot start " + program + " in " + l.workdir + ": " +
                          std::strerror(rc));
@@ -186,13 +187,18 @@ class LocalBackend final : public Backend {
     c.pidfd = PidfdOpen(pid);
     c.out = out[0];
     c.err = err[0];
-    c.log = log;
+    // The log is created with the first output: thousands of silent steps
+    // then cost no file each.
+    c.log_path = l.log_path;
+    c.header = Timestamp() + " gantry| start " + l.key + " attempt " + std::to_string(l.attempt) +
+               ": " + JoinArgv(l.argv) + "\n";
     c.exit_path = l.exit_path;
     c.timeout = l.timeout;
     c.grace = l.kill_grace;
     if (l.timeout.count() > 0) c.deadline = Clock::now() + l.timeout;
     c.id = "local:" + std::to_string(pid) + ":" + ProcessStartTime(pid);
-    for (int fd : {c.out, c.err}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    for (int fd : {c.out, c.err})
+      ::fcntl(fd, F_SETFL, O_NONBLOCK);  // a fresh pipe end has no other flags
     std::string id = c.id;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -270,6 +276,19 @@ class LocalBackend final : public Backend {
     }
   }
 
+  static bool OpenLog(Child& c) {
+    if (c.log >= 0) return true;
+    if (c.log_path.empty()) return false;
+    c.log = ::open(c.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (c.log < 0) {
+      c.log_path.clear();  // say it once, in the end reason
+      c.log_error = "cannot write the log file: " + std::string(std::strerror(errno));
+      return false;
+    }
+    (void)!::write(c.log, c.header.data(), c.header.size());
+    return true;
+  }
+
   // Appends complete lines of `buf` to the log, timestamped; `final` flushes
   // a last line without its newline.
   static void WriteLines(Child& c, std::string& buf, const char* stream, bool final) {
@@ -288,7 +307,9 @@ class LocalBackend final : public Backend {
       text += Timestamp() + " " + stream + "| " + buf + "\n";
       buf.clear();
     }
-    if (!text.empty() && c.log >= 0) (void)!::write(c.log, text.data(), text.size());
+    if (text.empty()) return;
+    if (c.log < 0 && !OpenLog(c)) return;
+    (void)!::write(c.log, text.data(), text.size());
   }
 
   // Reads what `fd` has now; closes it at EOF.
@@ -355,6 +376,7 @@ class LocalBackend final : public Backend {
                          ", exit code " + std::to_string(o.exit_code) +
                          (o.reason.empty() ? "" : " (" + o.reason + ")") + "\n";
     if (c.log >= 0) (void)!::write(c.log, footer.data(), footer.size());
+    if (!c.log_error.empty()) o.reason += (o.reason.empty() ? "" : "; ") + c.log_error;
     Status s = WriteExitFile(c.exit_path, o.exit_code);
     if (!s.ok() && o.state == JobState::kSucceeded) {
       o.state = JobState::kFailed;
@@ -430,6 +452,7 @@ class LocalBackend final : public Backend {
   int epoll_ = -1, wake_ = -1;
   std::map<std::string, Child> children_;
   std::map<int, std::string> by_fd_;
+  std::map<std::string, std::string> programs_;  // argv[0] -> resolved path (Submit's thread only)
   std::thread pump_;
 };
 

@@ -106,6 +106,7 @@ class Runner {
  public:
   Runner(const Workflow& wf, const RunOptions& o) : wf_(wf), o_(o) {}
   ~Runner() {
+    if (journal_fd_ >= 0) ::close(journal_fd_);
     if (lock_fd_ >= 0) ::close(lock_fd_);
   }
 
@@ -146,6 +147,7 @@ class Runner {
                      errno);
     }
     RETURN_IF_ERROR(Lock());
+    ReadJournal();
     Result<RunRecord> prev = ReadState(dir_);
     if (!prev.ok() && prev.status().code() != StatusCode::kNotFound) return prev.status();
     if (prev.ok() && prev->workflow != wf_.name) {
@@ -182,6 +184,7 @@ class Runner {
     rec_.runner_pid = ::getpid();
     rec_.finished = 0;
     InitCapacity();
+    RETURN_IF_ERROR(OpenJournal(/*truncate=*/!o_.resume));
     if (!o_.audit_log.empty()) {
       security::AuditOptions ao;
       ao.path = o_.audit_log;
@@ -256,7 +259,48 @@ class Runner {
     free_memory_ = node_memory_;
   }
 
-  std::string JobFile(const std::string& key) const { return LogPath(dir_, key) + ".job"; }
+  // The journal (<state dir>/journal) records each submission and each exit
+  // as one appended line, "job RUN KEY ATTEMPT ID" / "exit RUN KEY ATTEMPT
+  // CODE", before the coalesced state write: a runner that dies in between
+  // leaves in it what the state file does not say yet. One file and one
+  // write() per event (no file per attempt: creating inodes is what costs on
+  // ext4 with thousands of short steps).
+  void ReadJournal() {
+    std::ifstream in((fs::path(dir_) / "journal").string());
+    std::string kind, run, key, value;
+    int attempt = 0;
+    while (in >> kind >> run >> key >> attempt >> value) {
+      if (kind == "job") {
+        journal_jobs_[run + " " + key] = {attempt, value};
+      } else if (kind == "exit") {
+        journal_exits_[run + " " + key + " " + std::to_string(attempt)] = value;
+      }
+    }
+  }
+
+  Status OpenJournal(bool truncate) {
+    std::string path = (fs::path(dir_) / "journal").string();
+    journal_fd_ = ::open(
+        path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+    if (journal_fd_ < 0) return IoError("cannot open " + path, errno);
+    return Status();
+  }
+
+  void Journal(std::string_view kind, const std::string& key, int attempt,
+               const std::string& value) {
+    if (journal_fd_ < 0) return;
+    std::string line = std::string(kind) + " " + rec_.run_id + " " + key + " " +
+                       std::to_string(attempt) + " " + value + "\n";
+    (void)!::write(journal_fd_, line.data(), line.size());
+  }
+
+  // The last submission the journal knows of for `key` in `run`.
+  std::optional<std::pair<int, std::string>> JournalJob(const std::string& run,
+                                                        const std::string& key) const {
+    auto it = journal_jobs_.find(run + " " + key);
+    if (it == journal_jobs_.end()) return std::nullopt;
+    return it->second;
+  }
 
   std::string ExitPath(const std::string& key, int attempt) const {
     return LogPath(dir_, key) + "." + std::to_string(attempt) + ".exit";
@@ -277,12 +321,9 @@ class Runner {
       if (prev.state == "running") {
         // Started after the last state write (see RecoverUnit).
         for (const std::string& key : keys) {
-          std::ifstream jf(JobFile(key));
-          std::string run, id;
-          int attempt = 0;
-          if (jf >> run >> attempt >> id && run == prev.run_id &&
-              std::find(ids.begin(), ids.end(), id) == ids.end()) {
-            ids.push_back(id);
+          std::optional<std::pair<int, std::string>> job = JournalJob(prev.run_id, key);
+          if (job && std::find(ids.begin(), ids.end(), job->second) == ids.end()) {
+            ids.push_back(job->second);
           }
         }
       }
@@ -347,20 +388,16 @@ class Runner {
   void RecoverUnit(const std::string& step, int trial, StepState& state, std::string& job_id,
                    int& attempts, int& exit_code, bool adopt, TrialRecord* t) {
     std::string key = trial < 0 ? step : TrialKey(step, trial);
-    // The job file is written right after each submission, before the
-    // (coalesced) state write: an attempt newer than the state knows of was
-    // started by the runner that died.
+    // An attempt newer than the state knows of was started by the runner
+    // that died (see ReadJournal).
     if (!IsDone(state)) {
-      std::ifstream jf(JobFile(key));
-      int file_attempt = 0;
-      std::string file_run, file_id;
-      if (jf >> file_run >> file_attempt >> file_id && file_run == rec_.run_id &&
-          file_attempt > 0 && (file_attempt > attempts || state != StepState::kRunning)) {
-        bool stale = state != StepState::kRunning && file_attempt <= attempts;
+      std::optional<std::pair<int, std::string>> job = JournalJob(rec_.run_id, key);
+      if (job && job->first > 0 && (job->first > attempts || state != StepState::kRunning)) {
+        bool stale = state != StepState::kRunning && job->first <= attempts;
         if (!stale) {
           state = StepState::kRunning;
-          attempts = file_attempt;
-          job_id = file_id;
+          attempts = job->first;
+          job_id = job->second;
         }
       }
     }
@@ -377,7 +414,11 @@ class Runner {
         Emit(key, StepState::kRunning, "following " + job_id + " started by the previous runner");
         return;
       }
-      std::string code = ReadExitFile(ExitPath(key, attempts));
+      std::string code;
+      auto journaled =
+          journal_exits_.find(rec_.run_id + " " + key + " " + std::to_string(attempts));
+      if (journaled != journal_exits_.end()) code = journaled->second;
+      if (code.empty()) code = ReadExitFile(ExitPath(key, attempts));
       if (!code.empty()) {
         // It finished after its runner died: its exit code is on disk.
         Unit u{step, trial, {}, 0, 0, false};
@@ -409,7 +450,38 @@ class Runner {
   }
 
   // ---------------------------------------------------------------- loop
+  // Indices into wf_.order for the scheduler, built once the records are
+  // final (after Init/Recover): the loop then never looks a step up by name.
+  void Index() {
+    const size_t n = wf_.order.size();
+    steps_.resize(n);
+    recs_.resize(n);
+    needs_.assign(n, {});
+    dependents_.assign(n, {});
+    checked_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) index_[wf_.order[i]] = i;
+    for (size_t i = 0; i < n; ++i) {
+      steps_[i] = &wf_.steps.at(wf_.order[i]);
+      recs_[i] = &rec_.steps.at(wf_.order[i]);
+      for (const std::string& m : steps_[i]->needs) {
+        needs_[i].push_back(index_.at(m));
+        dependents_[index_.at(m)].push_back(i);
+      }
+      if (selected_.count(wf_.order[i])) ready_.insert(i);
+    }
+  }
+
+  // A step reached a final state: what needs it may be ready (or never will).
+  void Settled(const std::string& name) {
+    auto it = index_.find(name);
+    if (it == index_.end()) return;  // a handler
+    for (size_t d : dependents_[it->second]) {
+      if (selected_.count(wf_.order[d])) ready_.insert(d);
+    }
+  }
+
   void Loop() {
+    Index();
     for (auto& [u, o] : recovered_) Finished(u, o);
     recovered_.clear();
     while (true) {
@@ -425,31 +497,22 @@ class Runner {
   std::chrono::milliseconds NextWait() const {
     auto wait = std::chrono::milliseconds(250);
     double now = UnixNow();
-    for (const auto& [name, r] : rec_.steps) {
-      auto check = [&](double at) {
-        if (at > now) {
-          wait = std::min(wait,
-                          std::chrono::milliseconds(static_cast<int64_t>((at - now) * 1000) + 1));
-        }
-      };
-      if (r.state == StepState::kWaiting) check(r.next_attempt_at);
+    for (size_t i : ready_) {
+      const StepRecord& r = *recs_[i];
+      if (r.state == StepState::kWaiting && r.next_attempt_at > now) {
+        wait = std::min(wait, std::chrono::milliseconds(
+                                  static_cast<int64_t>((r.next_attempt_at - now) * 1000) + 1));
+      }
     }
     return wait;
   }
 
   // Whether Schedule could still start something (or a retry is pending).
+  // ready_ holds, after Schedule, only steps that could start (or sweeps
+  // that could start trials).
   bool Startable() const {
     if (!pending_handlers_.empty()) return true;
-    if (stop_new_) return false;
-    for (const std::string& name : wf_.order) {
-      if (!selected_.count(name)) continue;
-      const StepRecord& r = rec_.steps.at(name);
-      if (r.state == StepState::kPending || r.state == StepState::kWaiting) {
-        if (NeedsState(name) != NeedState::kFailed) return true;
-      }
-      if (r.state == StepState::kRunning && wf_.steps.at(name).sweep) return true;
-    }
-    return false;
+    return !stop_new_ && !ready_.empty();
   }
 
   void Observe() {
@@ -506,6 +569,11 @@ class Runner {
   // ---------------------------------------------------------------- endings
   void Finished(const Unit& u, const Observed& o) {
     dirty_ = true;
+    {
+      int attempt = u.trial >= 0 ? rec_.steps.at(u.step).trials[u.trial].attempts
+                                 : rec_.steps.at(u.step).attempts;
+      Journal("exit", KeyOf(u), attempt, std::to_string(o.exit_code));
+    }
     if (u.trial >= 0) return TrialFinished(u, o);
     StepRecord& r = rec_.steps.at(u.step);
     const Step& s = wf_.steps.at(u.step);
@@ -516,6 +584,7 @@ class Runner {
       r.reason.clear();
       r.fingerprint = Fingerprint(s);
       Audit(u.step, r);
+      Settled(u.step);
       Emit(u.step, r.state,
            "succeeded in " + FormatDuration(std::chrono::milliseconds(
                                  static_cast<int64_t>((r.finished - r.started) * 1000))));
@@ -525,6 +594,7 @@ class Runner {
       r.state = StepState::kCancelled;
       r.reason = "cancelled";
       Audit(u.step, r);
+      Settled(u.step);
       Emit(u.step, r.state, "cancelled");
       return;
     }
@@ -537,6 +607,7 @@ class Runner {
       r.state = StepState::kWaiting;
       r.reason = why;
       r.next_attempt_at = UnixNow() + std::chrono::duration<double>(delay).count();
+      if (auto i = index_.find(u.step); i != index_.end()) ready_.insert(i->second);
       Emit(u.step, r.state,
            "failed: " + why + "; retry " + std::to_string(r.attempts) + " of " +
                std::to_string(s.retries.limit) + " in " + FormatDuration(delay));
@@ -545,6 +616,7 @@ class Runner {
     r.state = StepState::kFailed;
     r.reason = why;
     Audit(u.step, r);
+    Settled(u.step);
     Emit(u.step, r.state, "failed: " + why + " (log: " + LogPath(dir_, u.step) + ")");
     StepFailed(u.step);
   }
@@ -584,10 +656,10 @@ class Runner {
   // ---------------------------------------------------------------- schedule
   enum class NeedState { kDone, kWaiting, kFailed };
 
-  NeedState NeedsState(const std::string& name) const {
+  NeedState NeedsState(size_t i) const {
     NeedState out = NeedState::kDone;
-    for (const std::string& m : wf_.steps.at(name).needs) {
-      StepState st = rec_.steps.at(m).state;
+    for (size_t m : needs_[i]) {
+      StepState st = recs_[m]->state;
       if (st == StepState::kFailed || st == StepState::kCancelled ||
           st == StepState::kUpstreamFailed) {
         return NeedState::kFailed;
@@ -606,43 +678,55 @@ class Runner {
       }
     }
     double now = UnixNow();
-    for (const std::string& name : wf_.order) {
-      if (!selected_.count(name)) continue;
-      StepRecord& r = rec_.steps.at(name);
-      const Step& s = wf_.steps.at(name);
-      if (r.state != StepState::kPending && r.state != StepState::kWaiting &&
-          !(r.state == StepState::kRunning && s.sweep)) {
-        continue;
-      }
-      NeedState needs = NeedsState(name);
-      if (needs == NeedState::kFailed && r.state != StepState::kRunning) {
-        r.state = StepState::kUpstreamFailed;
-        r.reason = "a step it needs failed";
-        dirty_ = true;
-        Emit(name, r.state, "not run: a step it needs failed");
-        continue;
-      }
-      if (needs != NeedState::kDone) continue;
-      if (s.sweep) {
-        ScheduleSweep(name);
-        continue;
-      }
-      if (stop_new_) continue;
-      if (r.state == StepState::kWaiting && now < r.next_attempt_at) continue;
-      if (r.attempts == 0 && !o_.force) {
-        std::string fp = Fingerprint(s);
-        std::optional<std::string> why = WhyRun(s, fp, r.fingerprint);
-        if (!why) {
-          r.state = StepState::kSkipped;
-          r.reason = "up to date";
-          r.fingerprint = fp;
-          dirty_ = true;
-          Emit(name, r.state, "up to date: skipped");
-          continue;
-        }
-      }
-      Start(name, -1, false);
+    for (auto it = ready_.begin(); it != ready_.end();) {
+      size_t i = *it;
+      bool keep = ScheduleOne(i, now);
+      it = keep ? std::next(it) : ready_.erase(it);
     }
+  }
+
+  // Examines one step of ready_; returns whether it stays there (it could
+  // start later: resources, a retry's backoff, a sweep with trials to go).
+  bool ScheduleOne(size_t i, double now) {
+    const std::string& name = wf_.order[i];
+    StepRecord& r = *recs_[i];
+    const Step& s = *steps_[i];
+    bool sweeping = r.state == StepState::kRunning && s.sweep;
+    if (r.state != StepState::kPending && r.state != StepState::kWaiting && !sweeping) {
+      return false;
+    }
+    NeedState needs = NeedsState(i);
+    if (needs == NeedState::kFailed && !sweeping) {
+      r.state = StepState::kUpstreamFailed;
+      r.reason = "a step it needs failed";
+      dirty_ = true;
+      Emit(name, r.state, "not run: a step it needs failed");
+      Settled(name);
+      return false;
+    }
+    if (needs != NeedState::kDone) return false;  // back when a need settles
+    if (s.sweep) {
+      ScheduleSweep(name);
+      return r.state == StepState::kRunning || r.state == StepState::kPending;
+    }
+    if (stop_new_) return true;
+    if (r.state == StepState::kWaiting && now < r.next_attempt_at) return true;
+    if (r.attempts == 0 && !o_.force && !checked_[i]) {
+      checked_[i] = 1;
+      std::string fp = Fingerprint(s);
+      std::optional<std::string> why = WhyRun(s, fp, r.fingerprint);
+      if (!why) {
+        r.state = StepState::kSkipped;
+        r.reason = "up to date";
+        r.fingerprint = fp;
+        dirty_ = true;
+        Emit(name, r.state, "up to date: skipped");
+        Settled(name);
+        return false;
+      }
+    }
+    Start(name, -1, false);
+    return r.state == StepState::kPending || r.state == StepState::kWaiting;
   }
 
   // Whether `res` fits now; sets *never when it can never fit on this node.
@@ -792,7 +876,9 @@ class Runner {
       for (const auto& [k, v] : h->second) l.env[k] = v;
     }
     l.log_path = LogPath(dir_, key);
-    l.exit_path = ExitPath(key, attempt);
+    // Slurm jobs write their exit code into a file of their own (the runner
+    // may be gone); local ones go to the journal (Finished).
+    if (o_.backend != "local") l.exit_path = ExitPath(key, attempt);
     return l;
   }
 
@@ -833,7 +919,7 @@ class Runner {
         return true;
       }
     }
-    ::unlink(l->exit_path.c_str());
+    if (!l->exit_path.empty()) ::unlink(l->exit_path.c_str());
     Result<std::string> id = backend_->Submit(*l);
     if (!id.ok()) {
       Release(u);
@@ -841,10 +927,7 @@ class Runner {
       return true;
     }
     running_[*id] = u;
-    {
-      std::ofstream jf(JobFile(key), std::ios::trunc);
-      jf << rec_.run_id << " " << attempt << " " << *id << "\n";
-    }
+    Journal("job", key, attempt, *id);
     double now = UnixNow();
     if (t) {
       t->attempts = attempt;
@@ -888,6 +971,7 @@ class Runner {
     r.reason = why;
     r.finished = UnixNow();
     Audit(name, r);
+    Settled(name);
     Emit(name, StepState::kFailed, why);
     StepFailed(name);
   }
@@ -1045,6 +1129,12 @@ class Runner {
         if (!decide || d == Decision::kContinue || t.pruned || t.state != StepState::kRunning) {
           continue;
         }
+        // ASHA's max_t is the end of a trial's budget, not a verdict on it
+        // (Ray ends such trials as completed): the trial finishes on its own
+        // and counts for the best.
+        if (sw.policy.kind == PolicyKind::kAsha && d == Decision::kStop && at >= sw.policy.max_t) {
+          continue;
+        }
         t.pruned = true;
         t.paused = d == Decision::kPause;
         t.pruned_at = at;
@@ -1136,6 +1226,11 @@ class Runner {
   }
 
   void FinishSweep(const std::string& name) {
+    FinishSweepRecord(name);
+    if (IsTerminal(rec_.steps.at(name).state)) Settled(name);
+  }
+
+  void FinishSweepRecord(const std::string& name) {
     const Step& s = wf_.steps.at(name);
     const SweepSpec& sw = *s.sweep;
     StepRecord& r = rec_.steps.at(name);
@@ -1376,8 +1471,18 @@ class Runner {
   std::unique_ptr<Backend> backend_;
   std::string dir_;
   int lock_fd_ = -1;
+  int journal_fd_ = -1;
+  std::map<std::string, std::pair<int, std::string>> journal_jobs_;  // "run key" -> attempt, id
+  std::map<std::string, std::string> journal_exits_;  // "run key attempt" -> exit code
   RunRecord rec_;
   std::set<std::string> selected_;
+  // The scheduler's view (Index()): by position in wf_.order.
+  std::vector<const Step*> steps_;
+  std::vector<StepRecord*> recs_;
+  std::vector<std::vector<size_t>> needs_, dependents_;
+  std::vector<char> checked_;  // the up-to-date check ran
+  std::map<std::string, size_t> index_;
+  std::set<size_t> ready_;  // steps to examine: their needs settled, or they could start
   std::map<std::string, Unit> running_;
   std::vector<std::pair<Unit, Observed>> recovered_;
   std::set<std::string> preempted_;

@@ -379,7 +379,7 @@ TEST_F(RunnerTest, MetricsTextfilePassesPromtool) {
   EXPECT_THAT(text, HasSubstr("gantry_jobs_step_exit_code{step=\"b\",workflow=\"workflow\"} 1"));
   EXPECT_THAT(text, HasSubstr("gantry_jobs_run_info{"));
   testing::CliRun check = testing::PromtoolCheckMetrics(text);
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_EQ(check.rc, 0) << check.out << check.err;
 }
 
 // A sweep of a shell "trainer": its accuracy after step k is lr*k, so the

@@ -98,10 +98,10 @@ TEST(Workflow, RetryBackoffGrowsAndIsCapped) {
 TEST(Workflow, UnknownKeysGetDidYouMeanWithTheLine) {
   std::string e = Error("steps:\n  a:\n    run: [true]\n    neds: [b]\n");
   EXPECT_THAT(e, HasSubstr("/w/flow.yaml:4"));
-  EXPECT_THAT(e, HasSubstr("did you mean 'needs'"));
+  EXPECT_THAT(e, HasSubstr("did you mean 'steps.a.needs'"));
   EXPECT_THAT(Error("step: {}\n"), HasSubstr("did you mean 'steps'"));
   EXPECT_THAT(Error("steps: {a: {run: [true], resources: {gpu: 1}}}"),
-              HasSubstr("did you mean 'gpus'"));
+              HasSubstr("did you mean 'steps.a.resources.gpus'"));
 }
 
 TEST(Workflow, CyclesNameTheStepsOnThem) {

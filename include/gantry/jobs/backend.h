@@ -23,14 +23,14 @@ namespace gantry::jobs {
 
 // One attempt of a step or of a sweep trial.
 struct Launch {
-  std::string key;     // unique in the run: "prepare", "train/trial-0003"
-  std::string run_id;  // the run's id (Slurm job names are "gantry-<run_id>")
+  std::string key;                // unique in the run: "prepare", "train/trial-0003"
+  std::string run_id;             // the run's id (Slurm job names are "gantry-<run_id>")
   std::vector<std::string> argv;  // final argv (a `shell:` step is /bin/sh -c ...)
   std::string workdir;
   std::map<std::string, std::string> env;  // set on top of the runner's environment
   Resources resources;
-  std::string log_path;   // stdout and stderr, appended
-  std::string exit_path;  // where the attempt's exit code is written ("<code>\n")
+  std::string log_path;                  // stdout and stderr, appended
+  std::string exit_path;                 // where the attempt's exit code is written ("<code>\n")
   std::chrono::milliseconds timeout{0};  // 0: none (Slurm: resources.time)
   std::chrono::milliseconds kill_grace{10'000};
   int attempt = 1;
@@ -51,8 +51,8 @@ bool IsFinal(JobState s);
 
 struct Observed {
   JobState state = JobState::kQueued;
-  int exit_code = -1;   // when final; 128+signal for a signal
-  std::string reason;   // "NonZeroExitCode", "CANCELLED by 0", "timed out after 10 s"
+  int exit_code = -1;  // when final; 128+signal for a signal
+  std::string reason;  // "NonZeroExitCode", "CANCELLED by 0", "timed out after 10 s"
 };
 
 class Backend {

@@ -53,7 +53,9 @@ struct RunOptions {
   std::string metrics_textfile;      // Prometheus text file (node_exporter textfile collector)
   std::string audit_log;             // hash-chained audit records (security/audit.h)
   std::string nvml_library;          // for gpu_memory_free prerequisites
-  std::chrono::milliseconds state_write_interval{200};  // coalesces state writes
+  // Coalesces state writes (the journal covers what happens in between; a
+  // Slurm submission is written at once).
+  std::chrono::milliseconds state_write_interval{1000};
   std::function<void(const RunEvent&)> on_event;
   const std::atomic<bool>* cancel = nullptr;  // set (by a signal handler) to cancel the run
 };
