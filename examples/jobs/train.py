@@ -17,6 +17,11 @@ def accuracy(w, x, y):
     return float((((x @ w) > 0).astype(np.float64) == y).mean())
 
 
+def log_loss(w, x, y):
+    p = np.clip(1 / (1 + np.exp(-(x @ w))), 1e-12, 1 - 1e-12)
+    return float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", default="data")
@@ -41,8 +46,9 @@ def main():
         w = w - a.lr * grad
         ckpt.save(epoch, {"w": w})
         acc = accuracy(w, val["x"], val["y"])
-        jobs.report(step=epoch, accuracy=acc)
-        print(f"epoch {epoch} accuracy {acc:.4f}", flush=True)
+        loss = log_loss(w, val["x"], val["y"])
+        jobs.report(step=epoch, loss=loss, accuracy=acc)
+        print(f"epoch {epoch} loss {loss:.4f} accuracy {acc:.4f}", flush=True)
         time.sleep(a.epoch_seconds)
     os.makedirs(os.path.join(a.out, "model"), exist_ok=True)
     np.save(os.path.join(a.out, "model", "weights.npy"), w)

@@ -142,7 +142,7 @@ std::string TrialSummary(const jobs::StepRecord& r) {
   if (r.best_trial && *r.best_trial >= 0 && *r.best_trial < static_cast<int>(r.trials.size())) {
     const jobs::TrialRecord& b = r.trials[*r.best_trial];
     if (b.last_value)
-      s += "; best #" + std::to_string(b.index) + " = " + jobs::ParamText(Json(*b.last_value));
+      s += "; best #" + std::to_string(b.index) + " = " + fmt::format("{:.6g}", *b.last_value);
   }
   return s;
 }
@@ -200,7 +200,7 @@ int Status_(const JobsFlags& f) {
       std::string st = tr.paused   ? "paused"
                        : tr.pruned ? "stopped"
                                    : std::string(jobs::StepStateName(tr.state));
-      std::string val = tr.last_value ? jobs::ParamText(Json(*tr.last_value)) + " @" +
+      std::string val = tr.last_value ? fmt::format("{:.6g}", *tr.last_value) + " @" +
                                             std::to_string(tr.last_step)
                                       : "";
       double tend =

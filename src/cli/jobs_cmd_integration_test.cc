@@ -148,6 +148,7 @@ steps:
   EXPECT_EQ(s.json()["state"], "cancelled");
   EXPECT_EQ(s.json()["steps"]["long"]["state"], "cancelled");
   // A second runner on a held state directory is refused while one runs.
+  fs::remove(dir.Path("started"));
   GantryProcess q;
   ASSERT_TRUE(q.Start({"jobs", "run", wf}).ok());
   WaitForFile(dir.Path("started"));

@@ -372,9 +372,11 @@ class LocalBackend final : public Backend {
       o.reason = code > 128 ? "killed by signal " + std::to_string(code - 128)
                             : "exit code " + std::to_string(code);
     }
-    std::string footer = Timestamp() + " gantry| end: " + std::string(JobStateName(o.state)) +
-                         ", exit code " + std::to_string(o.exit_code) +
-                         (o.reason.empty() ? "" : " (" + o.reason + ")") + "\n";
+    std::string footer =
+        Timestamp() + " gantry| end: " + std::string(JobStateName(o.state)) + ", exit code " +
+        std::to_string(o.exit_code) +
+        (o.reason.empty() || o.reason.rfind("exit code", 0) == 0 ? "" : " (" + o.reason + ")") +
+        "\n";
     if (c.log >= 0) (void)!::write(c.log, footer.data(), footer.size());
     if (!c.log_error.empty()) o.reason += (o.reason.empty() ? "" : "; ") + c.log_error;
     Status s = WriteExitFile(c.exit_path, o.exit_code);

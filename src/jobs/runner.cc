@@ -6,6 +6,7 @@
 #include "gantry/jobs/runner.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -1140,8 +1141,8 @@ class Runner {
         t.pruned_at = at;
         Emit(TrialKey(step, t.index), StepState::kRunning,
              std::string(t.paused ? "paused" : "stopped") + " by " + PolicyName(sw.policy.kind) +
-                 " at step " + std::to_string(at) + " (" + sw.primary_metric + " " +
-                 ParamText(Json(value)) + ")");
+                 " at step " + std::to_string(at) + " (" + sw.primary_metric + " " + Short(value) +
+                 ")");
         (void)backend_->Cancel(t.job_id, s.kill_grace);
       }
     }
@@ -1162,6 +1163,9 @@ class Runner {
       }
     }
   }
+
+  // A metric value for messages: six significant digits.
+  static std::string Short(double v) { return fmt::format("{:.6g}", v); }
 
   static std::string PolicyName(PolicyKind k) {
     switch (k) {
@@ -1297,7 +1301,7 @@ class Runner {
       params += (params.empty() ? "" : " ") + p + "=" + ParamText(v);
     Emit(name, r.state,
          "sweep done (" + counts + "); best trial " + std::to_string(b.index) + ": " +
-             sw.primary_metric + " " + ParamText(Json(*b.last_value)) + " with " + params);
+             sw.primary_metric + " " + Short(*b.last_value) + " with " + params);
   }
 
   Json BestJson(const std::string& name, const TrialRecord& b) const {
