@@ -23,13 +23,6 @@ using ::testing::HasSubstr;
 using testing::RunGantry;
 using testing::TempDir;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void WaitForFile(const std::string& path) {
   for (int i = 0; i < 3000 && !fs::exists(path); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -125,10 +118,10 @@ steps:
   CliRun r = RunGantry({"jobs", "resume", wf, "--cpus", "2"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("two  its runner stopped while it ran"));
-  EXPECT_EQ(Read(dir.Path("runs.txt")), "one\ntwo\ntwo\nthree\n");
+  EXPECT_EQ(dir.Read("runs.txt"), "one\ntwo\ntwo\nthree\n");
   CliRun again = RunGantry({"jobs", "resume", wf});
   EXPECT_EQ(again.rc, 0);
-  EXPECT_EQ(Read(dir.Path("runs.txt")), "one\ntwo\ntwo\nthree\n");  // nothing rerun
+  EXPECT_EQ(dir.Read("runs.txt"), "one\ntwo\ntwo\nthree\n");  // nothing rerun
 }
 
 TEST(JobsCli, CancelFromAnotherProcess) {

@@ -50,9 +50,9 @@ std::string FindExecutable(const std::string& name) {
   }
 }
 
-Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
-                                       std::chrono::milliseconds timeout) {
-  if (argv.empty() || argv[0].empty()) return InvalidArgument("RunSubprocess: empty argv");
+Result<SpawnedChild> SpawnInGroup(const std::string& program, const std::vector<std::string>& argv,
+                                  const SpawnOptions& options) {
+  if (argv.empty()) return InvalidArgument("SpawnInGroup: empty argv");
   int out_fds[2], err_fds[2];
   if (::pipe2(out_fds, O_CLOEXEC) != 0) return IoError("pipe2", errno);
   if (::pipe2(err_fds, O_CLOEXEC) != 0) {
@@ -66,22 +66,40 @@ Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out_fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_fds[1], 2);
+  if (!options.workdir.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, options.workdir.c_str());
+  }
   // Its own process group, so a timeout kills anything it started too.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t empty;
+  short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK;
+  sigset_t empty, all;
   sigemptyset(&empty);
+  sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &empty);
+  if (options.default_signals) {
+    posix_spawnattr_setsigdefault(&attr, &all);
+    flags |= POSIX_SPAWN_SETSIGDEF;
+  }
+  posix_spawnattr_setflags(&attr, flags);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::vector<std::string> storage = argv;
   std::vector<char*> cargv;
   for (auto& a : storage) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  if (options.env) {
+    for (const std::string& e : *options.env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+  }
+  char** envp = options.env ? cenv.data() : environ;
   pid_t pid = 0;
-  // posix_spawnp: glibc reports a failed exec (not found, not executable) as
-  // the return value, so "cannot run" is an error here, not an exit code.
-  int rc = ::posix_spawnp(&pid, storage[0].c_str(), &actions, &attr, cargv.data(), environ);
+  // posix_spawnp: glibc reports a failed exec (not found, not executable, a
+  // bad workdir) as the return value, so "cannot run" is an error here, not
+  // an exit code.
+  int rc = program.find('/') != std::string::npos
+               ? ::posix_spawn(&pid, program.c_str(), &actions, &attr, cargv.data(), envp)
+               : ::posix_spawnp(&pid, program.c_str(), &actions, &attr, cargv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(out_fds[1]);
@@ -89,8 +107,18 @@ Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
   if (rc != 0) {
     ::close(out_fds[0]);
     ::close(err_fds[0]);
-    return Unavailable("cannot run '" + argv[0] + "': " + std::strerror(rc));
+    return Unavailable("cannot run '" + program + "'" +
+                       (options.workdir.empty() ? "" : " in " + options.workdir) + ": " +
+                       std::strerror(rc));
   }
+  return SpawnedChild{pid, out_fds[0], err_fds[0]};
+}
+
+Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
+                                       std::chrono::milliseconds timeout) {
+  if (argv.empty() || argv[0].empty()) return InvalidArgument("RunSubprocess: empty argv");
+  ASSIGN_OR_RETURN(SpawnedChild child, SpawnInGroup(argv[0], argv));
+  const pid_t pid = child.pid;
 
   SubprocessResult res;
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -99,7 +127,7 @@ Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
         .count();
   };
   bool timed_out = false;
-  pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
+  pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
   std::string* sinks[2] = {&res.out, &res.err};
   const size_t caps[2] = {kMaxStdout, kMaxStderr};
   int open_fds = 2;

@@ -5,7 +5,6 @@
 // only Submits, Polls and Waits.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -138,55 +137,19 @@ class LocalBackend final : public Backend {
     if (::access(std::string(l.log_path.substr(0, l.log_path.rfind('/'))).c_str(), W_OK) != 0) {
       return IoError(l.key + ": cannot write the log file " + l.log_path, errno);
     }
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return IoError("pipe", errno);
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-      ::close(out[0]);
-      ::close(out[1]);
-      return IoError("pipe", errno);
-    }
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    if (!l.workdir.empty()) posix_spawn_file_actions_addchdir_np(&fa, l.workdir.c_str());
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setpgroup(&attr, 0);  // its own group: a timeout kills what it started
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    std::vector<std::string> env_store = Environment(l.env);
-    std::vector<char*> envp;
-    for (std::string& e : env_store) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<char*> argv;
-    for (const std::string& a : l.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    int rc = posix_spawn(&pid, program.c_str(), &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (rc != 0) {
-      ::close(out[0]);
-      ::close(err[0]);
-      // posix_spawn reports a bad workdir as the child's failure to chdir.
-      return Unavailable(l.key + ": cannot start " + program + " in " + l.workdir + ": " +
-                         std::strerror(rc));
-    }
+    std::vector<std::string> env = Environment(l.env);
+    SpawnOptions so;
+    so.workdir = l.workdir;
+    so.env = &env;
+    so.default_signals = true;  // a runner that ignores SIGPIPE must not pass that on
+    Result<SpawnedChild> spawned = SpawnInGroup(program, l.argv, so);
+    if (!spawned.ok()) return Unavailable(l.key + ": " + spawned.status().message());
+    const pid_t pid = spawned->pid;
     Child c;
     c.pid = pid;
     c.pidfd = PidfdOpen(pid);
-    c.out = out[0];
-    c.err = err[0];
+    c.out = spawned->out;
+    c.err = spawned->err;
     // The log is created with the first output: thousands of silent steps
     // then cost no file each.
     c.log_path = l.log_path;

@@ -26,18 +26,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::TempDir;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int Lines(const std::string& path) {
-  std::string t = Read(path);
-  return static_cast<int>(std::count(t.begin(), t.end(), '\n'));
-}
-
 class RunnerTest : public ::testing::Test {
  protected:
   Result<RunRecord> Run(std::string_view yaml, RunOptions o = {}) {
@@ -78,8 +66,8 @@ steps:
   Result<RunRecord> r = Run(yaml);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->state, "succeeded") << events_;
-  EXPECT_EQ(Read(dir_.Path("runs.txt")), "prepare\ntrain\nreport\n");
-  EXPECT_EQ(Read(dir_.Path("model.txt")), "data\n");
+  EXPECT_EQ(dir_.Read("runs.txt"), "prepare\ntrain\nreport\n");
+  EXPECT_EQ(dir_.Read("model.txt"), "data\n");
   EXPECT_EQ(Step(*r, "train").exit_code, 0);
   EXPECT_EQ(Step(*r, "train").attempts, 1);
 
@@ -91,7 +79,7 @@ steps:
   EXPECT_EQ(Step(*r, "prepare").state, StepState::kSkipped);
   EXPECT_EQ(Step(*r, "train").state, StepState::kSkipped);
   EXPECT_EQ(Step(*r, "report").state, StepState::kSucceeded);
-  EXPECT_EQ(Read(dir_.Path("runs.txt")), "prepare\ntrain\nreport\nreport\n");
+  EXPECT_EQ(dir_.Read("runs.txt"), "prepare\ntrain\nreport\nreport\n");
 
   // An input newer than the outputs reruns that step (and so what needs its output).
   struct stat st {};
@@ -151,10 +139,10 @@ steps:
   EXPECT_EQ(Step(*r, "hang").state, StepState::kFailed);
   EXPECT_EQ(Step(*r, "hang").exit_code, 124);
   EXPECT_THAT(Step(*r, "hang").reason, HasSubstr("timed out"));
-  pid_t bg = std::stoi(Read(dir_.Path("bg.pid")));
+  pid_t bg = std::stoi(dir_.Read("bg.pid"));
   // The background sleep was in the step's process group: it is gone (or a
   // zombie about to be reaped by init).
-  std::string stat = Read("/proc/" + std::to_string(bg) + "/stat");
+  std::string stat = dir_.Read("/proc/" + std::to_string(bg) + "/stat");
   EXPECT_TRUE(stat.empty() || stat.find(") Z") != std::string::npos) << stat;
 }
 
@@ -192,7 +180,7 @@ steps:
 )");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->state, "failed");
-  EXPECT_EQ(Read(dir_.Path("handled")), "bad 4\n");
+  EXPECT_EQ(dir_.Read("handled"), "bad 4\n");
   EXPECT_EQ(Step(*r, "cleanup").state, StepState::kSucceeded);
 }
 
@@ -239,8 +227,8 @@ steps:
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Step(*r, "g1").state, StepState::kSucceeded) << events_;
   EXPECT_EQ(Step(*r, "g2").state, StepState::kSucceeded) << events_;
-  EXPECT_EQ(Read(dir_.Path("g3")), "0,1\n");
-  EXPECT_EQ(Read(dir_.Path("none")), "[]\n");
+  EXPECT_EQ(dir_.Read("g3"), "0,1\n");
+  EXPECT_EQ(dir_.Read("none"), "[]\n");
   EXPECT_EQ(Step(*r, "toomany").state, StepState::kFailed);
   EXPECT_THAT(Step(*r, "toomany").reason, HasSubstr("needs 3 GPUs, this node has 2"));
 }
@@ -263,7 +251,7 @@ steps:
 TEST_F(RunnerTest, LogsAreTimestampedPerLineAndStream) {
   Result<RunRecord> r = Run("steps: {a: {shell: \"echo hello; echo oops >&2; printf tail\"}}");
   ASSERT_TRUE(r.ok());
-  std::string log = Read(LogPath(dir_.Path("state"), "a"));
+  std::string log = dir_.Read(LogPath(dir_.Path("state"), "a"));
   EXPECT_THAT(log, HasSubstr(" out| hello\n"));
   EXPECT_THAT(log, HasSubstr(" err| oops\n"));
   EXPECT_THAT(log, HasSubstr(" out| tail\n"));  // a last line without a newline
@@ -340,7 +328,7 @@ steps:
   r = Run(yaml, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->state, "succeeded") << events_;
-  EXPECT_EQ(Read(dir_.Path("runs.txt")), "one\ntwo\ntwo\nthree\n");
+  EXPECT_EQ(dir_.Read("runs.txt"), "one\ntwo\ntwo\nthree\n");
 }
 
 TEST_F(RunnerTest, TargetsRunOnlyWhatTheyNeed) {
@@ -372,7 +360,7 @@ TEST_F(RunnerTest, MetricsTextfilePassesPromtool) {
   Result<RunRecord> r =
       Run("steps: {a: {run: [true]}, b: {run: [false], on_failure: continue}}", o);
   ASSERT_TRUE(r.ok());
-  std::string text = Read(dir_.Path("jobs.prom"));
+  std::string text = dir_.Read("jobs.prom");
   EXPECT_THAT(
       text,
       HasSubstr("gantry_jobs_step_state{state=\"succeeded\",step=\"a\",workflow=\"workflow\"} 1"));
@@ -410,7 +398,7 @@ steps:
   ASSERT_EQ(train.trials.size(), 4u);
   ASSERT_TRUE(train.best_trial.has_value());
   EXPECT_EQ(ParamText(train.trials[*train.best_trial].params[0].second), "0.1");
-  EXPECT_EQ(Read(dir_.Path("best_lr")), "0.1\n");
+  EXPECT_EQ(dir_.Read("best_lr"), "0.1\n");
   int stopped = 0;
   for (const TrialRecord& t : train.trials) stopped += t.pruned;
   EXPECT_GE(stopped, 1) << events_;

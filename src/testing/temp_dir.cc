@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace gantry::testing {
 
@@ -34,6 +35,14 @@ std::string TempDir::Write(std::string_view name, std::string_view text) const {
   std::string p = Path(name);
   std::ofstream(p, std::ios::binary) << text;
   return p;
+}
+
+std::string TempDir::Read(std::string_view name) const {
+  std::string p = !name.empty() && name[0] == '/' ? std::string(name) : Path(name);
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 std::string TempDir::Path(std::string_view name) const { return path_ + "/" + std::string(name); }

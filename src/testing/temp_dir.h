@@ -29,6 +29,9 @@ class TempDir {
   }
   // Writes `text` to path()/name (creating nothing above it); returns that path.
   std::string Write(std::string_view name, std::string_view text) const;
+  // The contents of path()/name, or of `name` itself when it is absolute;
+  // "" when it cannot be read.
+  std::string Read(std::string_view name) const;
 
  private:
   std::string path_;

@@ -10,6 +10,8 @@
 // it started too.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -31,6 +33,29 @@ struct SubprocessResult {
 // ("did not finish within N ms and was killed") when it timed out.
 Result<SubprocessResult> RunSubprocess(const std::vector<std::string>& argv,
                                        std::chrono::milliseconds timeout);
+
+// A child started in a process group of its own (pgid = pid), stdin from
+// /dev/null, stdout and stderr into two pipes whose read ends (close-on-exec)
+// the caller reads and closes. RunSubprocess and `gantry jobs`' local backend
+// start their children this way.
+struct SpawnedChild {
+  pid_t pid = -1;
+  int out = -1;
+  int err = -1;
+};
+struct SpawnOptions {
+  std::string workdir;  // "" = the caller's
+  // The whole environment as NAME=VALUE entries; nullptr = the caller's.
+  const std::vector<std::string>* env = nullptr;
+  // Signals reset to their defaults in the child (as a shell would give a
+  // job), besides the empty signal mask it always gets.
+  bool default_signals = false;
+};
+// `program` is searched in $PATH when it has no '/'. Unavailable naming the
+// program (and the workdir) when it cannot be started: not found, not
+// executable, a workdir that does not exist.
+Result<SpawnedChild> SpawnInGroup(const std::string& program, const std::vector<std::string>& argv,
+                                  const SpawnOptions& options = {});
 
 // The executable `name` resolves to: `name` itself when it contains '/' and is
 // executable, else the first executable <dir>/<name> for the directories of
