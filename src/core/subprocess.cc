@@ -73,12 +73,21 @@ Result<SpawnedChild> SpawnInGroup(const std::string& program, const std::vector<
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK;
-  sigset_t empty, all;
+  sigset_t empty;
   sigemptyset(&empty);
-  sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &empty);
   if (options.default_signals) {
-    posix_spawnattr_setsigdefault(&attr, &all);
+    // Only ignored signals survive exec (handlers are reset by it), so only
+    // those are reset: one sigaction each in the child, not 64 per spawn.
+    sigset_t ignored;
+    sigemptyset(&ignored);
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) {
+        sigaddset(&ignored, sig);
+      }
+    }
+    posix_spawnattr_setsigdefault(&attr, &ignored);
     flags |= POSIX_SPAWN_SETSIGDEF;
   }
   posix_spawnattr_setflags(&attr, flags);
