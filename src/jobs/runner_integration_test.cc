@@ -248,6 +248,20 @@ steps:
   EXPECT_EQ(Step(*r, "a").attempts, 0);
 }
 
+TEST_F(RunnerTest, AMissingProgramOrWorkdirFailsTheStepSayingWhich) {
+  Result<RunRecord> r = Run(R"(
+on_failure: continue
+steps:
+  noprog: {run: [gantry-no-such-program, --flag]}
+  nodir: {run: [true], workdir: does/not/exist}
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Step(*r, "noprog").state, StepState::kFailed);
+  EXPECT_THAT(Step(*r, "noprog").reason, HasSubstr("'gantry-no-such-program' not found"));
+  EXPECT_EQ(Step(*r, "nodir").state, StepState::kFailed);
+  EXPECT_THAT(Step(*r, "nodir").reason, HasSubstr("does/not/exist"));
+}
+
 TEST_F(RunnerTest, LogsAreTimestampedPerLineAndStream) {
   Result<RunRecord> r = Run("steps: {a: {shell: \"echo hello; echo oops >&2; printf tail\"}}");
   ASSERT_TRUE(r.ok());
