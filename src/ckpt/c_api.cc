@@ -228,7 +228,9 @@ gantry_ckpt_status gantry_ckpt_load(gantry_ckpt_manager* m, int64_t step, const 
     if (step >= 0) which = step;
     auto loaded = m->impl->Load(which, wanted);
     if (!loaded.ok()) return Report(loaded.status());
-    auto l = std::make_unique<gantry_ckpt_loaded>(std::move(*loaded), std::string());
+    // Brace-initialised: clang 14 (make fuzz) has no parenthesised aggregate init.
+    auto l = std::unique_ptr<gantry_ckpt_loaded>(
+        new gantry_ckpt_loaded{std::move(*loaded), std::string()});
     l->metadata = l->data.metadata.dump();
     *out = l.release();
     return GANTRY_CKPT_OK;
