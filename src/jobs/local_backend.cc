@@ -22,7 +22,9 @@
 #include <sstream>
 #include <thread>
 
+#include "gantry/core/json.h"
 #include "gantry/core/subprocess.h"
+#include "gantry/core/text.h"
 #include "gantry/core/units.h"
 #include "gantry/jobs/backend.h"
 
@@ -60,18 +62,6 @@ std::string Timestamp() {
   size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
   snprintf(buf + n, sizeof buf - n, ".%03ldZ", ts.tv_nsec / 1'000'000);
   return buf;
-}
-
-Status WriteExitFile(const std::string& path, int code) {
-  if (path.empty()) return Status();
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << code << "\n";
-    if (!out.flush()) return IoError("cannot write " + tmp, errno);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return IoError("cannot write " + path, errno);
-  return Status();
 }
 
 struct Child {
@@ -342,7 +332,7 @@ class LocalBackend final : public Backend {
         "\n";
     if (c.log >= 0) (void)!::write(c.log, footer.data(), footer.size());
     if (!c.log_error.empty()) o.reason += (o.reason.empty() ? "" : "; ") + c.log_error;
-    Status s = WriteExitFile(c.exit_path, o.exit_code);
+    Status s = WriteExitCode(c.exit_path, o.exit_code);
     if (!s.ok() && o.state == JobState::kSucceeded) {
       o.state = JobState::kFailed;
       o.reason = s.message();
@@ -450,6 +440,19 @@ bool IsFinal(JobState s) {
          s == JobState::kCancelled || s == JobState::kLost;
 }
 
+std::optional<int> ReadExitCode(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  Result<std::string> text = ReadFile(path);
+  int code = 0;
+  if (!text.ok() || !ParseNumber(TrimSpace(*text), &code) || code < 0) return std::nullopt;
+  return code;
+}
+
+Status WriteExitCode(const std::string& path, int code) {
+  if (path.empty()) return Status();
+  return WriteFileAtomic(path, std::to_string(code) + "\n");
+}
+
 std::unique_ptr<Backend> MakeLocalBackend() { return std::make_unique<LocalBackend>(); }
 
 void KillStrayLocalJob(const std::string& id, std::chrono::milliseconds grace) {
@@ -457,10 +460,9 @@ void KillStrayLocalJob(const std::string& id, std::chrono::milliseconds grace) {
   if (id.rfind("local:", 0) != 0) return;
   size_t colon = id.find(':', 6);
   if (colon == std::string::npos) return;
-  int64_t pgid = 0;
-  if (!ParseInt("pgid", id.substr(6, colon - 6)).ok()) return;
-  pgid = *ParseInt("pgid", id.substr(6, colon - 6));
-  if (pgid <= 1) return;
+  Result<int64_t> parsed = ParseInt("pgid", id.substr(6, colon - 6));
+  if (!parsed.ok() || *parsed <= 1) return;
+  const int64_t pgid = *parsed;
   std::string start = id.substr(colon + 1);
   if (ProcessStartTime(static_cast<pid_t>(pgid)) != start || start.empty()) return;
   ::kill(-static_cast<pid_t>(pgid), SIGTERM);

@@ -86,11 +86,13 @@ uint64_t MemTotal() {
   return 0;
 }
 
-std::string ReadExitFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string code;
-  in >> code;
-  return code;
+// A Slurm backend whose sacct queries reach back a day before now unless
+// the options say from when.
+std::unique_ptr<Backend> SlurmBackend(SlurmOptions so) {
+  if (so.since == std::chrono::system_clock::time_point{}) {
+    so.since = std::chrono::system_clock::now() - std::chrono::hours(24);
+  }
+  return MakeSlurmBackend(so);
 }
 
 // One thing the backend runs: a plain step (trial -1) or a sweep trial.
@@ -124,14 +126,10 @@ class Runner {
     if (o_.backend == "local") {
       backend_ = MakeLocalBackend();
     } else if (o_.backend == "slurm") {
-      SlurmOptions so = o_.slurm;
-      if (so.since == std::chrono::system_clock::time_point{}) {
-        so.since = std::chrono::system_clock::now() - std::chrono::hours(24);
-      }
-      backend_ = MakeSlurmBackend(so);
-      poll_interval_ = so.poll_min;
-      poll_min_ = so.poll_min;
-      poll_max_ = so.poll_max;
+      backend_ = SlurmBackend(o_.slurm);
+      poll_interval_ = o_.slurm.poll_min;
+      poll_min_ = o_.slurm.poll_min;
+      poll_max_ = o_.slurm.poll_max;
     } else {
       return InvalidArgument("unknown backend '" + o_.backend + "': expected local or slurm");
     }
@@ -335,7 +333,7 @@ class Runner {
           if (o_.backend == "slurm") {
             (void)backend_->Cancel(id, std::chrono::seconds(5));
           } else {
-            if (!other) other = MakeSlurmBackend(o_.slurm);
+            if (!other) other = SlurmBackend(o_.slurm);
             (void)other->Cancel(id, std::chrono::seconds(5));
           }
         }
@@ -368,14 +366,14 @@ class Runner {
       }
       if (s.sweep) {
         for (TrialRecord& t : r.trials)
-          RecoverUnit(name, t.index, t.state, t.job_id, t.attempts, t.exit_code, adopt, &t);
+          RecoverUnit(name, t.index, t.state, t.job_id, t.attempts, adopt, &t);
         if (!IsDone(r.state)) {
           if (r.state != StepState::kPending) r.state = StepState::kRunning;
           r.reason.clear();
         }
         continue;
       }
-      RecoverUnit(name, -1, r.state, r.job_id, r.attempts, r.exit_code, adopt, nullptr);
+      RecoverUnit(name, -1, r.state, r.job_id, r.attempts, adopt, nullptr);
       if (r.state == StepState::kFailed || r.state == StepState::kCancelled ||
           r.state == StepState::kUpstreamFailed) {
         r.state = StepState::kPending;
@@ -387,7 +385,7 @@ class Runner {
   }
 
   void RecoverUnit(const std::string& step, int trial, StepState& state, std::string& job_id,
-                   int& attempts, int& exit_code, bool adopt, TrialRecord* t) {
+                   int& attempts, bool adopt, TrialRecord* t) {
     std::string key = trial < 0 ? step : TrialKey(step, trial);
     // An attempt newer than the state knows of was started by the runner
     // that died (see ReadJournal).
@@ -415,19 +413,20 @@ class Runner {
         Emit(key, StepState::kRunning, "following " + job_id + " started by the previous runner");
         return;
       }
-      std::string code;
+      std::optional<int> code;
       auto journaled =
           journal_exits_.find(rec_.run_id + " " + key + " " + std::to_string(attempts));
-      if (journaled != journal_exits_.end()) code = journaled->second;
-      if (code.empty()) code = ReadExitFile(ExitPath(key, attempts));
-      if (!code.empty()) {
+      if (journaled != journal_exits_.end()) {
+        code = static_cast<int>(ParseInt("exit code", journaled->second).value_or(1));
+      }
+      if (!code) code = ReadExitCode(ExitPath(key, attempts));
+      if (code) {
         // It finished after its runner died: its exit code is on disk.
         Unit u{step, trial, {}, 0, 0, false};
         Observed o;
-        int64_t c = ParseInt("exit code", code).value_or(1);
-        o.exit_code = static_cast<int>(c);
-        o.state = c == 0 ? JobState::kSucceeded : JobState::kFailed;
-        o.reason = c == 0 ? "" : "exit code " + code;
+        o.exit_code = *code;
+        o.state = *code == 0 ? JobState::kSucceeded : JobState::kFailed;
+        o.reason = *code == 0 ? "" : "exit code " + std::to_string(*code);
         recovered_.emplace_back(u, o);
         return;
       }
@@ -447,7 +446,6 @@ class Runner {
     } else if (state == StepState::kWaiting) {
       state = StepState::kPending;
     }
-    (void)exit_code;
   }
 
   // ---------------------------------------------------------------- loop
@@ -1194,7 +1192,6 @@ class Runner {
     std::string key = TrialKey(u.step, u.trial);
     t.exit_code = o.exit_code;
     t.finished = UnixNow();
-    t.job_id = t.job_id;
     if (promote_after_stop_.erase(key)) {
       t.state = StepState::kPending;  // promoted while it was stopping
       return;
@@ -1320,15 +1317,8 @@ class Runner {
   }
 
   Status WriteBest(const std::string& name, const TrialRecord& b) {
-    std::string path = (fs::path(dir_) / "trials" / name / "best.json").string();
-    std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << BestJson(name, b).dump(2) << "\n";
-      if (!out.flush()) return IoError("cannot write " + tmp, errno);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return IoError("cannot write " + path, errno);
-    return Status();
+    return WriteFileAtomic((fs::path(dir_) / "trials" / name / "best.json").string(),
+                           BestJson(name, b).dump(2) + "\n");
   }
 
   // The best trial's output as a registry version, its hyper-parameters and
@@ -1561,11 +1551,7 @@ Result<std::string> CancelRun(const std::string& state_dir, const SlurmOptions& 
     if (st == StepState::kRunning && !id.empty()) {
       if (id.rfind("slurm:", 0) == 0) {
         if (!slurm_backend) {
-          SlurmOptions so = slurm;
-          if (so.since == std::chrono::system_clock::time_point{}) {
-            so.since = std::chrono::system_clock::now() - std::chrono::hours(24);
-          }
-          slurm_backend = MakeSlurmBackend(so);
+          slurm_backend = SlurmBackend(slurm);
         }
         (void)slurm_backend->Cancel(id, grace);
       } else {

@@ -1,12 +1,7 @@
 // The run's metrics as a Prometheus text file.
 #include "runner_report.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <fstream>
-
+#include "gantry/core/json.h"
 #include "gantry/core/metrics.h"
 
 namespace gantry::jobs {
@@ -59,21 +54,7 @@ std::string RenderMetrics(const Workflow& wf, const RunRecord& rec) {
 }
 
 Status WriteMetricsTextfile(const std::string& path, const Workflow& wf, const RunRecord& rec) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << RenderMetrics(wf, rec);
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      return IoError("cannot write the metrics file " + tmp, errno);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    return IoError("cannot write the metrics file " + path, err);
-  }
-  return Status();
+  return WriteFileAtomic(path, RenderMetrics(wf, rec));
 }
 
 }  // namespace gantry::jobs

@@ -47,18 +47,6 @@ std::string FirstLines(const std::string& text) {
   return t.empty() ? "(no output)" : t;
 }
 
-// The code in an exit file, when the file exists and holds one.
-std::optional<int> ReadExitFile(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  int code = 0;
-  if (!ParseNumber(text.str(), &code) || code < 0) return std::nullopt;
-  return code;
-}
-
 Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   if (!out) return IoError("cannot write the batch script " + path, errno);
@@ -210,7 +198,7 @@ Result<std::map<std::string, slurm::SlurmRecord>> SlurmBackend::Query(
 
 Observed SlurmBackend::Observe(const std::string& job, const slurm::SlurmRecord* record,
                                Job& info) {
-  std::optional<Observed> o = slurm::Combine(record, ReadExitFile(info.exit_path), info.cancelled);
+  std::optional<Observed> o = slurm::Combine(record, ReadExitCode(info.exit_path), info.cancelled);
   if (o) {
     info.missing_since.reset();
     return *o;

@@ -1,14 +1,7 @@
 // The run's state file: JSON in and out, written atomically.
 #include "gantry/jobs/state.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace gantry::jobs {
 namespace {
@@ -237,14 +230,13 @@ Result<RunRecord> RunRecordFromJson(const Json& j, const std::string& origin) {
 
 Result<RunRecord> ReadState(const std::string& dir) {
   std::string path = (fs::path(dir) / "state.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() != StatusCode::kNotFound) return text.status();
     return NotFound("no run recorded in " + dir + " (" + path +
                     " does not exist): start one with gantry jobs run");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  Json j = Json::parse(text.str(), nullptr, false);
+  Json j = Json::parse(*text, nullptr, false);
   if (j.is_discarded()) {
     return InvalidArgument(path +
                            ": not valid JSON; the state file is damaged (move it away and "
@@ -255,42 +247,9 @@ Result<RunRecord> ReadState(const std::string& dir) {
 
 Status WriteState(const std::string& dir, const RunRecord& r) {
   std::string path = (fs::path(dir) / "state.json").string();
-  std::string tmp = path + ".tmp";
-  std::string text = ToJson(r).dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot write the state file " + tmp, errno);
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError("cannot write the state file " + tmp + " (the previous " + path + " is kept)",
-                     err);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError("cannot write the state file " + tmp + " (the previous " + path + " is kept)",
-                   err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError("cannot replace the state file " + path, err);
-  }
-  // The rename is durable once the directory is synced.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  Status s =
+      WriteFileAtomic(path, ToJson(r).dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
+  if (!s.ok()) return s.WithContext("the state file (the previous one is kept)");
   return Status();
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "gantry/core/json.h"
 #include "gantry/core/text.h"
 #include "gantry/security/crypto.h"
 
@@ -389,13 +390,9 @@ Result<Workflow> ParseWorkflow(std::string_view yaml, const std::string& path) {
 }
 
 Result<Workflow> LoadWorkflow(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return NotFound(path + ": cannot read the workflow file (" + std::strerror(errno) + ")");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseWorkflow(text.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status().WithContext("the workflow file");
+  return ParseWorkflow(*text, path);
 }
 
 std::vector<std::string> Dependents(const Workflow& wf, const std::string& name) {

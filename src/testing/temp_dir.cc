@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "gantry/core/json.h"
+
 namespace gantry::testing {
 
 TempDir::TempDir(std::string_view prefix) {
@@ -39,10 +41,7 @@ std::string TempDir::Write(std::string_view name, std::string_view text) const {
 
 std::string TempDir::Read(std::string_view name) const {
   std::string p = !name.empty() && name[0] == '/' ? std::string(name) : Path(name);
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return ReadFile(p).value_or("");
 }
 
 std::string TempDir::Path(std::string_view name) const { return path_ + "/" + std::string(name); }

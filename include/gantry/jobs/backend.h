@@ -12,6 +12,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,13 @@ class Backend {
     (void)launch;
   }
 };
+
+// An attempt's exit file ("<code>\n"), written atomically by the local
+// backend and the Slurm batch script, read by the backends and by a resumed
+// runner. ReadExitCode: nullopt when the file is absent or holds no code.
+// WriteExitCode: nothing for an empty path.
+std::optional<int> ReadExitCode(const std::string& path);
+Status WriteExitCode(const std::string& path, int code);
 
 // Runs attempts as children of this process, each in a process group of its
 // own, output timestamped line by line ("2026-12-02T10:00:00.123Z out|err ...")

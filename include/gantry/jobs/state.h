@@ -87,8 +87,8 @@ Result<RunRecord> RunRecordFromJson(const Json& j, const std::string& origin);
 // Reads <dir>/state.json. NotFound when there is none ("no run of this
 // workflow in DIR: start one with gantry jobs run").
 Result<RunRecord> ReadState(const std::string& dir);
-// Writes <dir>/state.json atomically. IoError naming the file (a full disk is
-// ENOSPC: "No space left on device") leaves the previous file as it was.
+// Writes <dir>/state.json atomically (WriteFileAtomic). On an error naming the
+// file (a full disk: "No space left on device") the previous file is as it was.
 Status WriteState(const std::string& dir, const RunRecord& r);
 
 // The state directory of a workflow when none is given:
