@@ -78,7 +78,7 @@ struct MetricSourceConfig {
   bool ignore_null_values = true;
   // gateway: pool and signal: in_flight | pending | held | in_flight_and_pending |
   // request_rate | shed_rate (per second, from the counters of two scrapes).
-  // agent: signal: gpu_utilization | cpu_utilization | idle_seconds | gpu_memory_used_ratio.
+  // agent: signal: gpu_utilization | cpu_utilization | gpu_memory_used_ratio.
   std::string pool;
   std::string signal;
   std::vector<std::string> command;  // prints a number (first token of stdout)

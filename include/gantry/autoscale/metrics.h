@@ -8,8 +8,8 @@
 //               gantry_gateway_pool_{in_flight,pending,held} and rates of
 //               gantry_gateway_requests_total / gantry_gateway_shed_total
 //   agent       the agent's /metrics: DCGM_FI_DEV_GPU_UTIL (average over
-//               GPUs), node_cpu_seconds_total (busy share between scrapes),
-//               gantry_agent_idle_seconds, DCGM_FI_DEV_FB_USED/(USED+FREE)
+//               GPUs), node_cpu_seconds_total (busy share between scrapes, %),
+//               DCGM_FI_DEV_FB_USED/(USED+FREE)
 //   command     a program's stdout (first token), exit 0 required
 //
 // Rates need two scrapes: the first Read() of a rate is missing ("first

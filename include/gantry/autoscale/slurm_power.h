@@ -5,9 +5,12 @@
 // them twice after a slurmctld crash, and marks a node DOWN when it has not
 // registered within ResumeTimeout.
 //
-//   ResumeProgram=/usr/bin/gantry autoscale slurm-resume --config /etc/gantry/autoscale.yaml
-//   SuspendProgram=/usr/bin/gantry autoscale slurm-suspend --config /etc/gantry/autoscale.yaml
-//   ResumeFailProgram=/usr/bin/gantry autoscale slurm-resume-fail --config /etc/gantry/autoscale.yaml
+//   ResumeProgram=/usr/local/sbin/gantry-slurm-resume     # exec gantry autoscale slurm-resume "$1"
+//   SuspendProgram=/usr/local/sbin/gantry-slurm-suspend   # exec gantry autoscale slurm-suspend "$1"
+//   ResumeFailProgram=/usr/local/sbin/gantry-slurm-resume-fail
+//
+// (Slurm passes the hostlist as the only argument; the verbs read
+// $GANTRY_AUTOSCALE_CONFIG, else /etc/gantry/autoscale.yaml.)
 //
 // With `slurm.vmss`, a node name is the computer name of a VMSS instance:
 // resume scales the set out by the nodes that have no running instance (ARM
