@@ -223,6 +223,26 @@ TEST_F(VmssActuatorTest, AFailedOrEndlessOperationIsAnError) {
   EXPECT_LE(clock_.Now() - start, 60s);
 }
 
+TEST_F(VmssActuatorTest, AnUpdatingScaleSetIsBusyAndForceDeletionIsAsked) {
+  auto server = Serve("gantry", {"--state", "Updating", "--polls", "0"});
+  ASSERT_TRUE(server->ok());
+  VmssConfig c = Config(*server);
+  c.force_deletion = true;
+  auto vmss = New(c);
+  Result<Capacity> cap = vmss->Read();
+  ASSERT_TRUE(cap.ok()) << cap.status().message();
+  EXPECT_TRUE(cap->busy);
+  ASSERT_TRUE(vmss->ScaleIn(2, {"1"}).ok());
+  std::vector<Json> del = OfOp(Records("gantry"), "delete_instances");
+  ASSERT_EQ(del.size(), 1u);
+  EXPECT_EQ(del[0]["query"]["forceDeletion"], "true");
+  EXPECT_EQ(del[0]["body"].dump(), R"({"instanceIds":["1"]})");
+  cap = vmss->Read();
+  ASSERT_TRUE(cap.ok());
+  EXPECT_FALSE(cap->busy);
+  EXPECT_EQ(cap->target, 2);
+}
+
 TEST(VmssActuatorConfigTest, ExactlyOneCredential) {
   FakeClock clock;
   VmssConfig c{.subscription = "s", .resource_group = "r", .name = "n"};

@@ -8,7 +8,7 @@
 //
 //   node arm_contract_server.js --record FILE [--token T] [--capacity 3]
 //        [--protected 1,2] [--page-size 2] [--throttle N] [--retry-after S]
-//        [--polls N] [--conflict] [--fail-delete]
+//        [--polls N] [--conflict] [--fail-delete] [--state S]
 //
 // Prints "listening <port>" once it accepts connections.
 //   --token       the bearer token to accept (others get 401 AuthenticationFailed)
@@ -19,6 +19,7 @@
 //   --polls       operation polls answered InProgress before Succeeded
 //   --conflict    the scale set changes (new ETag) just before the first PATCH arrives
 //   --fail-delete the delete operation ends Failed
+//   --state S     the scale set's provisioningState at start (e.g. Updating)
 'use strict';
 const http = require('http');
 const fs = require('fs');
@@ -42,7 +43,7 @@ let conflictPending = Boolean(args.conflict);
 const state = {
   capacity: Number(args.capacity || 3),
   etagN: 1,
-  provisioningState: 'Succeeded',
+  provisioningState: String(args.state || 'Succeeded'),
   nextId: 0,
   instances: new Map(), // id -> {provisioningState, power, created}
   ops: new Map(), // op id -> {polls, done: fn, fail}
