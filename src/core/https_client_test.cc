@@ -110,30 +110,32 @@ TEST(HttpsClientTest, BodyLimitAndSink) {
 // for 127.0.0.1 and localhost.
 class TlsServer {
  public:
-  explicit TlsServer(const testing::TempDir& dir) {
+  // With `client_ca`, clients must present a certificate it signed.
+  explicit TlsServer(const testing::TempDir& dir, const std::string& client_ca = "") {
     cert_ = dir.Path("cert.pem");
     key_ = dir.Path("key.pem");
-    Result<SubprocessResult> gen =
-        RunSubprocess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                       "-subj", "/CN=localhost", "-addext",
-                       "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key_, "-out", cert_},
-                      std::chrono::seconds(60));
-    if (!gen.ok() || gen->exit_code != 0) return;
+    if (!SelfSigned("localhost", cert_, key_)) return;
     port_ = testing::ClosedLoopbackPort();
-    Result<SpawnedChild> child = SpawnInGroup(
-        "openssl", {"openssl", "s_server", "-accept", "127.0.0.1:" + std::to_string(port_), "-cert",
-                    cert_, "-key", key_, "-www", "-quiet"});
+    std::vector<std::string> argv = {
+        "openssl", "s_server", "-accept", "127.0.0.1:" + std::to_string(port_),
+        "-cert",   cert_,      "-key",    key_,
+        "-www",    "-quiet"};
+    if (!client_ca.empty()) {
+      argv.insert(argv.end(), {"-Verify", "1", "-CAfile", client_ca, "-verify_return_error"});
+    }
+    Result<SpawnedChild> child = SpawnInGroup("openssl", argv);
     if (!child.ok()) return;
     child_ = *child;
-    // Ready once it accepts a TLS exchange (insecurely).
-    for (int i = 0; i < 100; ++i) {
-      Result<Response> r = SendTls({.url = Url(), .deadline = std::chrono::seconds(2)},
-                                   {.insecure_skip_verify = true});
-      if (r.ok()) {
-        ready_ = true;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Ready once it accepts TCP connections.
+    for (int i = 0; i < 200 && !ready_; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(port_);
+      ready_ = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      ::close(fd);
+      if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   }
   ~TlsServer() {
@@ -143,6 +145,14 @@ class TlsServer {
       ::close(child_.out);
       ::close(child_.err);
     }
+  }
+  static bool SelfSigned(const std::string& cn, const std::string& cert, const std::string& key) {
+    Result<SubprocessResult> gen =
+        RunSubprocess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                       "-subj", "/CN=" + cn, "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                       "-keyout", key, "-out", cert},
+                      std::chrono::seconds(60));
+    return gen.ok() && gen->exit_code == 0;
   }
   bool ready() const { return ready_; }
   std::string Url(std::string host = "127.0.0.1") const {
@@ -182,6 +192,38 @@ TEST(HttpsClientTest, VerifiesTheServerAgainstTheGivenCa) {
 
   Result<Response> insecure = SendTls(req, {.insecure_skip_verify = true});
   EXPECT_TRUE(insecure.ok()) << insecure.status().message();
+}
+
+TEST(HttpsClientTest, PresentsAClientCertificate) {
+  if (FindExecutable("openssl").empty()) GTEST_SKIP() << "no openssl binary";
+  testing::TempDir dir("gantry-https-test");
+  std::string client_cert = dir.Path("client.pem"), client_key = dir.Path("client-key.pem");
+  ASSERT_TRUE(TlsServer::SelfSigned("gantry-client", client_cert, client_key));
+  TlsServer server(dir, client_cert);
+  ASSERT_TRUE(server.ready()) << "openssl s_server did not start";
+  Request req{.url = server.Url(), .deadline = std::chrono::seconds(5)};
+
+  Result<Response> by_file = SendTls(
+      req,
+      {.ca_file = server.cert(), .client_cert_file = client_cert, .client_key_file = client_key});
+  ASSERT_TRUE(by_file.ok()) << by_file.status().message();
+  EXPECT_EQ(by_file->status, 200);
+
+  Result<std::string> cert_pem = ReadFile(client_cert), key_pem = ReadFile(client_key);
+  ASSERT_TRUE(cert_pem.ok() && key_pem.ok());
+  Result<Response> by_pem = SendTls(
+      req, {.ca_file = server.cert(), .client_cert_pem = *cert_pem, .client_key_pem = *key_pem});
+  ASSERT_TRUE(by_pem.ok()) << by_pem.status().message();
+
+  Result<Response> without = SendTls(req, {.ca_file = server.cert()});
+  EXPECT_FALSE(without.ok() && without->status == 200) << "no client certificate, yet answered";
+
+  Result<Response> missing_file = SendTls(req, {.ca_file = server.cert(),
+                                                .client_cert_file = dir.Path("nope.pem"),
+                                                .client_key_file = client_key});
+  ASSERT_FALSE(missing_file.ok());
+  EXPECT_EQ(missing_file.status().code(), StatusCode::kFailedPrecondition)
+      << missing_file.status().message();
 }
 
 }  // namespace
