@@ -264,5 +264,51 @@ TEST_F(KubernetesActuatorTest, InClusterOverTlsRereadsTheRotatingToken) {
   ::unsetenv("KUBERNETES_SERVICE_PORT");
 }
 
+// A kubeconfig user with client-certificate-data / client-key-data (kind,
+// kubeadm), the server's CA as a file path relative to the kubeconfig.
+TEST_F(KubernetesActuatorTest, KubeconfigClientCertificate) {
+  if (FindExecutable("openssl").empty()) GTEST_SKIP() << "no openssl binary";
+  auto self_signed = [&](const std::string& cn, const std::string& cert, const std::string& key) {
+    Result<SubprocessResult> gen =
+        RunSubprocess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                       "-subj", "/CN=" + cn, "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                       dir_.Path(key), "-out", dir_.Path(cert)},
+                      60s);
+    return gen.ok() && gen->exit_code == 0;
+  };
+  ASSERT_TRUE(self_signed("kubernetes", "server.crt", "server.key"));
+  ASSERT_TRUE(self_signed("admin", "client.crt", "client.key"));
+  auto server = Serve("mtls", {"--tls-cert", dir_.Path("server.crt"), "--tls-key",
+                               dir_.Path("server.key"), "--client-ca", dir_.Path("client.crt")});
+  ASSERT_TRUE(server->ok());
+  Result<std::string> cert = ReadFile(dir_.Path("client.crt")),
+                      key = ReadFile(dir_.Path("client.key"));
+  ASSERT_TRUE(cert.ok() && key.ok());
+  std::string kubeconfig = dir_.Write("kind-kubeconfig", R"(apiVersion: v1
+kind: Config
+current-context: kind
+clusters:
+- name: kind
+  cluster:
+    server: https://127.0.0.1:)" + std::to_string(server->port()) +
+                                                             R"(
+    certificate-authority: server.crt
+contexts:
+- name: kind
+  context: {cluster: kind, user: kind-admin}
+users:
+- name: kind-admin
+  user:
+    client-certificate-data: )" + Base64Encode(*cert) + R"(
+    client-key-data: )" + Base64Encode(*key) + "\n");
+  auto k8s = New(Config(kubeconfig));
+  ASSERT_NE(k8s, nullptr);
+  Result<Capacity> cap = k8s->Read();
+  ASSERT_TRUE(cap.ok()) << cap.status().message();
+  EXPECT_EQ(cap->target, 2);
+  EXPECT_TRUE(k8s->ScaleOut(3).ok());
+  EXPECT_FALSE(Records("mtls").back()["headers"].contains("authorization"));
+}
+
 }  // namespace
 }  // namespace gantry::autoscale

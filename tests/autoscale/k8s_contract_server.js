@@ -12,6 +12,8 @@
 //   --token-file  the accepted token is read from F on every request (rotation)
 //   --ready       readyReplicas stays at N (pods not ready yet); default: all ready
 //   --conflict    the object is changed (new resourceVersion) just before the first PUT
+//   --client-ca   (with --tls-cert) clients authenticate with a certificate signed by
+//                 this CA instead of a token, as kubeadm/kind users do
 'use strict';
 const http = require('http');
 const https = require('https');
@@ -115,7 +117,8 @@ function handle(req, res) {
     else if (m && !m[4] && req.method === 'GET') op = 'read_object';
     record({ op, method: req.method, path, query, headers: req.headers, body });
 
-    if (req.headers.authorization !== `Bearer ${expectedToken()}`) {
+    const byCert = args['client-ca'] && req.socket.authorized;
+    if (!byCert && req.headers.authorization !== `Bearer ${expectedToken()}`) {
       return send(res, 401, statusBody(401, 'Unauthorized', 'Unauthorized'));
     }
     if (!m) return send(res, 404, statusBody(404, 'NotFound', 'the server could not find the requested resource'));
@@ -165,7 +168,11 @@ function handle(req, res) {
 }
 
 const server = args['tls-cert']
-  ? https.createServer({ cert: fs.readFileSync(args['tls-cert']), key: fs.readFileSync(args['tls-key']) }, handle)
+  ? https.createServer({
+    cert: fs.readFileSync(args['tls-cert']),
+    key: fs.readFileSync(args['tls-key']),
+    ...(args['client-ca'] ? { ca: fs.readFileSync(args['client-ca']), requestCert: true, rejectUnauthorized: true } : {}),
+  }, handle)
   : http.createServer(handle);
 server.listen(Number(args.port || 0), '127.0.0.1', () => {
   process.stdout.write(`listening ${server.address().port}\n`);
