@@ -207,9 +207,13 @@ class KubernetesActuator : public Actuator {
     int64_t generation = obj.contains("metadata") ? obj["metadata"].value("generation", 0) : 0;
     int64_t observed = IntAt(obj, "status", "observedGeneration");
     // A rollout or a scale still under way: the controller has not seen the
-    // latest spec, or pods are still being added, removed or replaced.
-    cap.busy = observed < generation || IntAt(obj, "status", "replicas") != spec ||
-               IntAt(obj, "status", "updatedReplicas") < spec;
+    // latest spec, or pods are still being added or removed, or (Deployments)
+    // replaced. A StatefulSet's updatedReplicas may lag for good (OnDelete
+    // updates), as may a paused Deployment's, so those do not count.
+    bool paused = obj.contains("spec") && obj["spec"].value("paused", false);
+    cap.busy =
+        observed < generation || IntAt(obj, "status", "replicas") != spec ||
+        (c_.kind == "Deployment" && !paused && IntAt(obj, "status", "updatedReplicas") < spec);
     return cap;
   }
 

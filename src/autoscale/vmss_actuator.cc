@@ -363,7 +363,8 @@ class VmssActuator : public Actuator {
     std::string url = async != nullptr ? *async : *location;
     RETURN_IF_ERROR(SameOrigin(url, async != nullptr ? "Azure-AsyncOperation" : "Location"));
     std::chrono::nanoseconds deadline = clock_.Now() + c_.operation_timeout;
-    std::chrono::seconds wait = RetryAfter(started, clock_).value_or(kDefaultPollInterval);
+    std::chrono::seconds wait =
+        std::max(RetryAfter(started, clock_).value_or(kDefaultPollInterval), 1s);
     for (;;) {
       if (clock_.Now() + wait > deadline) {
         return DeadlineExceeded(what + ": not finished after " +
@@ -372,7 +373,10 @@ class VmssActuator : public Actuator {
       }
       clock_.SleepFor(wait);
       ASSIGN_OR_RETURN(http::Response poll, Exchange("GET", url, "", {}, "polling"));
-      wait = RetryAfter(poll, clock_).value_or(kDefaultPollInterval);
+      // At least a second between polls, whatever Retry-After says, so a
+      // "Retry-After: 0" cannot turn polling into a loop against ARM's limits.
+      wait = std::max(RetryAfter(poll, clock_).value_or(kDefaultPollInterval),
+                      std::chrono::seconds(1));
       if (async != nullptr) {
         if (poll.status != 200) return HttpError(poll, what + " (polling " + url + ")");
         ASSIGN_OR_RETURN(Json op, ParseJson(poll.body, "operation " + url));

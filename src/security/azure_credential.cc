@@ -96,7 +96,8 @@ class FetchingTokenSource : public TokenSource {
     if (resp->status != 200) {
       std::string msg = "Azure token for " + where + ": HTTP " + std::to_string(resp->status) +
                         ": " + ErrorText(resp->body);
-      if (resp->status == 429 || resp->status >= 500) {
+      // IMDS answers 410 and 503 while the VM's identity is still being set up.
+      if (resp->status == 429 || resp->status == 410 || resp->status >= 500) {
         return Unavailable(msg + " (transient; retried next time)");
       }
       return PermissionDenied(msg + Hint());
