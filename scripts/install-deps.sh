@@ -82,7 +82,7 @@ lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [[ -f node_modules/.gantry-lock-sha256 && $(cat node_modules/.gantry-lock-sha256) == "$lock_sum" ]]; then
   echo "install-deps: npm tools present"
 else
-  echo "install-deps: npm ci (azurite, @azure/storage-blob, playwright-core, the SARIF 2.1.0 schema and ajv)"
+  echo "install-deps: npm ci (azurite, @azure/storage-blob, playwright-core, the SARIF 2.1.0 schema and ajv, @azure/arm-compute, @kubernetes/client-node)"
   npm ci --no-audit --no-fund --loglevel=error
   echo "$lock_sum" >node_modules/.gantry-lock-sha256
 fi
