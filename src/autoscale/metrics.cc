@@ -10,6 +10,7 @@
 
 #include "exposition_text.h"
 #include "gantry/core/http_client.h"
+#include "gantry/core/https_client.h"
 #include "gantry/core/json.h"
 #include "gantry/core/subprocess.h"
 #include "gantry/core/text.h"
@@ -21,8 +22,9 @@ using std::chrono::nanoseconds;
 
 Result<std::string> Fetch(const std::string& url, std::chrono::milliseconds timeout,
                           std::string_view what) {
+  // Over libcurl: Prometheus and exporters are often behind a name or TLS.
   http::Request req{.url = url, .deadline = timeout};
-  ASSIGN_OR_RETURN(http::Response resp, http::Get(req));
+  ASSIGN_OR_RETURN(http::Response resp, http::SendTls(req, {}));
   if (resp.status != 200) {
     std::string body = resp.body.substr(0, 200);
     return Unavailable(fmt::format("{} {}: HTTP {} {}", what, url, resp.status, body));
