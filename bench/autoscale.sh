@@ -35,7 +35,7 @@ while (($#)); do
     --hourly) args+=(--hourly) ;;
     --trace) [[ $# -ge 2 ]] || { echo "autoscale.sh: --trace needs a file" >&2; exit 2; }
              trace_args=(--trace "$2"); shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "autoscale.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift

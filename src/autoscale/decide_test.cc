@@ -297,6 +297,15 @@ TEST(KedaDecide, WakeActivatesWithoutAMetric) {
   });
 }
 
+TEST(KedaDecide, WakeActivatesWhenTheMetricIsMissing) {
+  // The gateway's wake is enough: every metric missing would otherwise hold at 0.
+  Trace tr(Hpa({Queue(4)}, 0, 10), {"queue"});
+  tr.Run({
+      {0, 0, {std::nullopt}, 0, kMissing},
+      {1, 0, {std::nullopt}, 1, Reason::kActivate, /*wake=*/true},
+  });
+}
+
 TEST(KedaDecide, CooldownKeepsOneUntilItEnds) {
   DecisionSpec spec = Hpa({Queue(4)}, 0, 10);
   spec.hpa.down.stabilization = seconds(60);
@@ -549,6 +558,16 @@ TEST(RulesDecide, ProfileSelectionFixedDateThenRecurrenceThenDefault) {
       {kDay + 10 * kHour, 3, {}, 6, Reason::kClampedMin},  // Tue 10:00: the fixed date wins
       {-kDay + 10 * kHour, 1, {}, 1, Reason::kNoRule},     // Sun 10:00: default
   });
+}
+
+TEST(RulesDecide, NoProfileMatchesHolds) {
+  DecisionSpec spec = Rules({}, 2, 5, 2);
+  spec.profiles[0].recurrence = WeeklyWindow{.days = 1 << 6};  // Saturdays only, no default
+  Trace tr(spec, {"cpu"}, kMonday);
+  // Monday: nothing matches; hold, clamped by the spec's own [0, 100].
+  tr.Run({{0, 1, {50}, 1, Reason::kNoRule}});
+  // Saturday: the profile's min 2.
+  tr.Run({{5 * kDay, 1, {50}, 2, Reason::kClampedMin}});
 }
 
 // --- Schedules, floor metric, clamp -----------------------------------------------------

@@ -385,7 +385,10 @@ std::vector<RuleSet> StandardRuleSets(const RequestTrace& trace, const CapacityM
   g.hpa.metrics = {
       {.name = "load", .type = TargetType::kAverageValue, .target = target, .activation = 0}};
   g.hpa.down.stabilization = gs.down_window;
-  for (ScalingPolicy& p : g.hpa.up.policies) p.period = gs.up_period;
+  const Seconds up_period = gs.up_period > Seconds(0) ? gs.up_period : model.startup;
+  for (ScalingPolicy& p : g.hpa.up.policies) {
+    p.period = std::clamp(up_period, Seconds(1), Seconds(1800));
+  }
   RuleSet gantry;
   gantry.name = "Gantry (queue-aware)";
   gantry.spec = g;
@@ -395,7 +398,7 @@ std::vector<RuleSet> StandardRuleSets(const RequestTrace& trace, const CapacityM
                  " per instance, min " + std::to_string(gs.min) +
                  (gs.min == 0 ? " (gateway holds and wakes)" : "") + ", down window " +
                  std::to_string(gs.down_window.count()) + " s, up max(4 pods, 100 %)/" +
-                 std::to_string(gs.up_period.count()) + " s, cooldown 300 s";
+                 std::to_string(up_period.count()) + " s, cooldown 300 s";
   out.push_back(gantry);
   return out;
 }

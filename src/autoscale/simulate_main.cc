@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gantry-down-window", down_window, "Gantry's scale-down window, s")
       ->capture_default_str();
-  app.add_option("--gantry-up-period", up_period, "period of Gantry's scale-up policies, s")
+  app.add_option("--gantry-up-period", up_period,
+                 "period of Gantry's scale-up policies, s (0: the startup)")
       ->capture_default_str();
   app.add_option("--gantry-min", gs.min, "Gantry's min (0: scale to zero)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);

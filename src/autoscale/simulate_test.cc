@@ -10,7 +10,9 @@ namespace gantry::autoscale {
 namespace {
 
 CapacityModel Model(int64_t startup, int64_t concurrency, int64_t service) {
-  return {.startup = Seconds(startup), .concurrency = concurrency, .service = Seconds(service),
+  return {.startup = Seconds(startup),
+          .concurrency = concurrency,
+          .service = Seconds(service),
           .wait_threshold = Seconds(1)};
 }
 

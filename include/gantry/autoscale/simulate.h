@@ -130,11 +130,11 @@ struct GantrySettings {
   // Scale-down stabilization: the load is counted, not sampled from a noisy
   // utilisation, so a shorter window than the HPA's 300 s.
   Seconds down_window{120};
-  // Period of the scale-up policies (Pods 4, Percent 100), the instances'
-  // startup: what was asked for within one startup cannot have relieved the
+  // Period of the scale-up policies (Pods 4, Percent 100); 0: the model's
+  // startup. What was asked for within one startup cannot have relieved the
   // queue yet, and the queue that grows meanwhile would otherwise be read as
-  // ever more concurrency (an overshoot of 5x after a burst at 15 s).
-  Seconds up_period{90};
+  // ever more concurrency (81 instances after a burst that needed 24, at 15 s).
+  Seconds up_period{0};
   int64_t min = 0;  // 0: scale to zero, the gateway holds and wakes
 };
 
