@@ -20,8 +20,10 @@
 //      100 %) per 15 s, down 100 % per 15 s). From zero: any metric strictly
 //      above its activation threshold gives max(1, recommendation) at once;
 //      to zero: only when no metric has been above its activation threshold
-//      for `cooldown` (default 300 s) and min is 0. With min >= 1 activation
-//      is ignored. `fallback`: after failure_threshold consecutive evaluations
+//      for `cooldown` (default 300 s) and min is 0 (before any metric was
+//      active the cooldown counts from `created`; never on partial data);
+//      until then the floor is 1 ("cooldown"). With min >= 1 activation is
+//      ignored. `fallback`: after failure_threshold consecutive evaluations
 //      with every metric missing, desired = fallback.replicas.
 //  * kRules: Azure autoscale settings. The first profile that matches the
 //      wall time applies (fixed date, then recurrence, then the default
@@ -33,8 +35,9 @@
 //      action until the acting rule's cooldown has passed. Flapping
 //      protection on scale-in: the metric projected onto the new count
 //      (value * current / new) must not make an out-rule fire; otherwise
-//      cut fewer, or none ("flapping"). With any rule's metric missing: never
-//      scale in; scale out to the profile's default when below it.
+//      cut fewer, or none ("flapping"). With any rule's metric missing from
+//      this observation: never scale in; scale out to the profile's default
+//      when below it. PercentChangeCount rounds the change up, at least 1.
 //
 // Both modes then apply, in this order: schedules (a floor that raises `min`
 // during matching windows), the floor metric (never below the nodes a
