@@ -93,6 +93,7 @@ class HpaDecider final : public DeciderBase {
   const nanoseconds created_;
   nanoseconds last_active_;
   bool ever_active_ = false;
+  bool seeded_ = false;
   int failures_ = 0;
   nanoseconds max_period_{0}, window_{0};
   std::deque<Rec> recs_;
@@ -246,6 +247,13 @@ DeciderBase::Core HpaDecider::DecideCore(const Observation& obs) {
   Decision& d = c.d;
   d.current = current;
   d.desired = current;
+  // The HPA seeds a new autoscaler's history with the current count at its
+  // first sight, so a restarted (or reloaded) controller waits a whole
+  // scale-down window before it removes anything.
+  if (!seeded_) {
+    seeded_ = true;
+    recs_.push_back({obs.now, current});
+  }
 
   // 1. Per-metric recommendations; the largest wins.
   std::vector<std::string> missing;
