@@ -1,8 +1,11 @@
 // The admin API: API keys, usage, backends (drain), rollouts and anomalies. Runs on the worker that
 // received the request; the key store is SQLite and takes a few hundred microseconds per write,
 // which is fine for an operator's calls but is why it is never on the proxy path.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <cctype>
+#include <charconv>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -38,6 +41,7 @@ LocalResponse FromStatus(const Status& s) {
     case StatusCode::kInvalidArgument:
       return ErrorResponse(400, "invalid_request", s.message());
     case StatusCode::kFailedPrecondition:
+    case StatusCode::kAlreadyExists:
       return ErrorResponse(409, "conflict", s.message());
     default:
       return ErrorResponse(500, "internal", s.message());
@@ -132,6 +136,140 @@ LocalResponse HandleBackends(Shared& shared, std::string_view path, std::string_
   Result<BackendStatus> b = bal.Backend(name);
   if (!b.ok()) return FromStatus(b.status());
   return OrderedJson(200, BackendStatusJson(*b));
+}
+
+// A backend of POST /admin/pools/{pool}/backends: {"name", "address":
+// "host:port"[, "zone", "weight"]}. InvalidArgument naming the field.
+Result<BackendConfig> BackendFromJson(const json& j) {
+  for (const auto& [key, value] : j.items()) {
+    if (key != "name" && key != "address" && key != "zone" && key != "weight") {
+      return InvalidArgument(
+          fmt::format("unknown field '{}' (a backend has name, address, zone and weight)", key));
+    }
+  }
+  BackendConfig b;
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty()) {
+    return InvalidArgument("`name` is required: a non-empty string such as \"llm-20001\"");
+  }
+  b.name = j["name"].get<std::string>();
+  for (char c : b.name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return InvalidArgument(
+          fmt::format("`name` '{}' may hold only letters, digits, '-', '_' and '.'", b.name));
+    }
+  }
+  if (b.name.size() > 128) return InvalidArgument("`name` is longer than 128 characters");
+  if (!j.contains("address") || !j["address"].is_string()) {
+    return InvalidArgument("`address` is required: \"host:port\" such as \"127.0.0.1:20001\"");
+  }
+  std::string address = j["address"].get<std::string>();
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument(
+        fmt::format("`address` must be host:port such as 127.0.0.1:20001, got '{}'", address));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string_view port_text = std::string_view(address).substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
+    return InvalidArgument(
+        fmt::format("`address` '{}': the port must be a number 1-65535", address));
+  }
+  unsigned char buf[16];
+  bool v6 = ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+  if (host != "localhost" && !v6 && ::inet_pton(AF_INET, host.c_str(), buf) != 1) {
+    return InvalidArgument(fmt::format(
+        "`address` '{}': the host must be a numeric IP address or localhost (names are not "
+        "resolved)",
+        address));
+  }
+  b.host = host;
+  b.port = static_cast<uint16_t>(port);
+  b.host_header = v6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  if (j.contains("zone")) {
+    if (!j["zone"].is_string()) return InvalidArgument("`zone` must be a string");
+    b.zone = j["zone"].get<std::string>();
+  }
+  if (j.contains("weight")) {
+    if (!j["weight"].is_number_integer() || j["weight"].get<int64_t>() < 1 ||
+        j["weight"].get<int64_t>() > 1000) {
+      return InvalidArgument("`weight` must be an integer 1-1000");
+    }
+    b.weight = static_cast<uint32_t>(j["weight"].get<int64_t>());
+  }
+  return b;
+}
+
+// /admin/pools[/{pool}[/backends[/{name}]]]: what `gantry autoscale`'s gateway
+// actuator uses to add and remove backends at run time.
+LocalResponse HandlePools(Shared& shared, const http::RequestHead& req, std::string_view body) {
+  std::string_view path = req.path;
+  std::string_view method = req.method;
+  Balancer& bal = *shared.balancer;
+  if (path == "/admin/pools") {
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+    gantry::Json out = gantry::Json::array();
+    for (const PoolStatus& p : bal.Pools()) out.push_back(PoolStatusJson(p));
+    return OrderedJson(200, gantry::Json{{"pools", out}});
+  }
+  constexpr std::string_view kPrefix = "/admin/pools/";
+  std::string_view rest = path.substr(kPrefix.size());
+  size_t slash = rest.find('/');
+  std::string_view pool = rest.substr(0, slash);
+  std::string_view sub = slash == std::string_view::npos ? "" : rest.substr(slash);
+  if (pool.empty())
+    return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {}", path));
+  auto pool_json = [&]() -> LocalResponse {
+    for (const PoolStatus& p : bal.Pools()) {
+      if (p.name == pool) return OrderedJson(200, PoolStatusJson(p));
+    }
+    return ErrorResponse(404, "not_found", fmt::format("no pool '{}'", pool));
+  };
+  if (sub.empty()) {
+    if (method != "GET") return ErrorResponse(405, "method_not_allowed", "use GET");
+    return pool_json();
+  }
+  if (sub == "/backends") {
+    if (method != "POST") {
+      return ErrorResponse(405, "method_not_allowed",
+                           "use POST /admin/pools/{pool}/backends with {\"name\", \"address\"}");
+    }
+    Result<json> j = ParseBody(body);
+    if (!j.ok()) return FromStatus(j.status());
+    Result<BackendConfig> b = BackendFromJson(*j);
+    if (!b.ok()) return FromStatus(b.status());
+    std::string name = b->name;
+    Status s = AddPoolBackend(shared, pool, std::move(*b));
+    if (!s.ok()) return FromStatus(s);
+    Result<BackendStatus> st = bal.Backend(name);
+    if (!st.ok()) return FromStatus(st.status());
+    gantry::Json out = BackendStatusJson(*st);
+    out["pool"] = std::string(pool);
+    LocalResponse r = OrderedJson(201, out);
+    return r;
+  }
+  constexpr std::string_view kBackends = "/backends/";
+  if (sub.starts_with(kBackends) && sub.size() > kBackends.size() &&
+      sub.substr(kBackends.size()).find('/') == std::string_view::npos) {
+    std::string_view name = sub.substr(kBackends.size());
+    if (method != "DELETE") {
+      return ErrorResponse(405, "method_not_allowed",
+                           "use DELETE /admin/pools/{pool}/backends/{name}[?force=true]");
+    }
+    std::string force = QueryValue(req.query, "force");
+    if (!force.empty() && force != "true" && force != "false") {
+      return ErrorResponse(400, "invalid_request", "`force` must be true or false");
+    }
+    Status s = RemovePoolBackend(shared, pool, name, force == "true");
+    if (!s.ok()) return FromStatus(s);
+    return Json(200, json{{"pool", std::string(pool)}, {"removed", std::string(name)}});
+  }
+  return ErrorResponse(404, "not_found", fmt::format("no admin endpoint {}", path));
 }
 
 // /admin/rollouts[/{name}[/rollback]]: weights of canary / blue-green splits.
@@ -243,6 +381,9 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
     return HandleRollouts(shared, path, method, body);
   }
   if (path == "/admin/anomalies") return HandleAnomalies(shared, method);
+  if (path == "/admin/pools" || path.starts_with("/admin/pools/")) {
+    return HandlePools(shared, req, body);
+  }
 
   if (path == "/admin/keys") {
     if (method == "GET") {

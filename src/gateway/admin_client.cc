@@ -104,6 +104,25 @@ Result<Json> AdminClient::DrainAndWait(std::string_view backend, std::chrono::mi
   }
 }
 
+Result<Json> AdminClient::Pools() const { return Call("GET", "/admin/pools", nullptr); }
+
+Result<Json> AdminClient::AddBackend(std::string_view pool, std::string_view name,
+                                     std::string_view address, std::string_view zone,
+                                     uint32_t weight) const {
+  Json body{{"name", name}, {"address", address}};
+  if (!zone.empty()) body["zone"] = zone;
+  if (weight != 0) body["weight"] = weight;
+  return Call("POST", "/admin/pools/" + Segment(pool) + "/backends", &body);
+}
+
+Result<Json> AdminClient::RemoveBackend(std::string_view pool, std::string_view name,
+                                        bool force) const {
+  return Call(
+      "DELETE",
+      "/admin/pools/" + Segment(pool) + "/backends/" + Segment(name) + (force ? "?force=true" : ""),
+      nullptr);
+}
+
 Result<Json> AdminClient::Rollouts() const { return Call("GET", "/admin/rollouts", nullptr); }
 
 Result<Json> AdminClient::Rollout(std::string_view name) const {

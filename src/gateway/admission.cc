@@ -5,10 +5,12 @@
 // the limiter's settlement.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include "gantry/core/log.h"
 #include "gantry/security/rbac.h"
+#include "health_check.h"
 #include "worker.h"
 
 namespace gantry::gateway::internal {
@@ -180,24 +182,36 @@ bool Worker::Admitted(Request& r) {
   return false;
 }
 
-bool Worker::PickStillValid(Request& r, const Pick& pick) {
-  const GatewayConfig& cfg = r.rt->config;
-  if (pick.pool < cfg.pools.size() && cfg.pools[pick.pool].name == pick.pool_name &&
-      (pick.backend == kNoBackend || (pick.backend < cfg.backends.size() &&
-                                      cfg.backends[pick.backend].name == pick.backend_name))) {
-    return true;
+const GatewayConfig* Worker::PickConfig(Request& r, const Pick& pick) {
+  auto same = [&](const GatewayConfig& cfg) {
+    if (pick.pool >= cfg.pools.size() || cfg.pools[pick.pool].name != pick.pool_name) return false;
+    if (pick.backend == kNoBackend) return true;
+    if (pick.backend >= cfg.backends.size()) return false;
+    const BackendConfig& b = cfg.backends[pick.backend];
+    if (b.name != pick.backend_name) return false;
+    if (pick.state == nullptr) return true;
+    // The address too ("host:port", as the Balancer keys its state): a
+    // backend removed and added again under its name at another address is
+    // another backend. Compared in place: this runs for every request.
+    std::string_view addr = pick.state->address;
+    char port[8];
+    auto end = std::to_chars(port, port + sizeof(port), b.port).ptr;
+    std::string_view p(port, static_cast<size_t>(end - port));
+    return addr.size() == b.host.size() + 1 + p.size() && addr.starts_with(b.host) &&
+           addr[b.host.size()] == ':' && addr.ends_with(p);
+  };
+  if (same(r.rt->config)) return &r.rt->config;
+  if (r.pick_rt && same(r.pick_rt->config)) return &r.pick_rt->config;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    r.pick_rt = shared_.runtime;
   }
-  r.log.reason = "config_changed";
-  r.answer =
-      ErrorResponse(503, "service_unavailable",
-                    "the gateway's configuration changed while this request was routed; retry it");
-  r.answer.headers.emplace_back("Retry-After", "1");
-  return false;
+  if (same(r.pick_rt->config)) return &r.pick_rt->config;
+  return nullptr;
 }
 
-bool Worker::PrepareAttempt(Request& r, const Pick& pick, Attempt& a, std::string& rewritten,
-                            std::string& rewritten_target) {
-  const GatewayConfig& cfg = r.rt->config;
+bool Worker::PrepareAttempt(Request& r, const GatewayConfig& cfg, const Pick& pick, Attempt& a,
+                            std::string& rewritten, std::string& rewritten_target) {
   const RouteConfig* route = r.gate.route;
   const http::RequestHead& req = r.head;
   const BackendConfig& backend = cfg.backends[pick.backend];
@@ -205,7 +219,7 @@ bool Worker::PrepareAttempt(Request& r, const Pick& pick, Attempt& a, std::strin
   a.backend = &backend;
   a.body = &r.body;
   a.target = req.target;
-  a.timeout = route->timeout.count() > 0 ? route->timeout : cfg.limits.upstream_timeout;
+  a.timeout = route->timeout.count() > 0 ? route->timeout : r.rt->config.limits.upstream_timeout;
   if (!pick.degraded) return true;
   const PoolConfig& pool = cfg.pools[pick.pool];
   a.degraded = pick.reason;
@@ -236,8 +250,7 @@ bool Worker::PrepareAttempt(Request& r, const Pick& pick, Attempt& a, std::strin
   return true;
 }
 
-void Worker::RecordOutput(Request& r, const Pick& pick) {
-  const GatewayConfig& cfg = r.rt->config;
+void Worker::RecordOutput(Request& r, const GatewayConfig& cfg, const Pick& pick) {
   const RequestLog& log = r.log;
   OutputRecord rec;
   rec.model = r.call.model;
@@ -322,14 +335,83 @@ awaitable<bool> Worker::Serve(Request& r) {
   std::optional<Balancer::InFlight> pending, retry_guard;
   Clk::time_point pending_until{};
   uint32_t retries = 0;
+  // Scale from zero: this request's place in its pool's queue while it waits
+  // for a backend; a request is held at most once.
+  std::optional<Balancer::Held> held;
+  bool hold_done = false;
+  Clk::time_point held_until{};
+  int config_misses = 0;
   Pick pick;
+  const GatewayConfig* pcfg = &cfg;  // the configuration pick's indexes are into
   for (;;) {
     PickContext ctx{r.gate.who.key_id, sticky_value, tried.empty() ? nullptr : &tried};
     pick = bal.Choose(call.target, ctx);
-    // A reload between this request's start and now may have renumbered
-    // pools or backends: the indexes must name the same things in both.
-    if (!PickStillValid(r, pick)) break;
-    const PoolConfig& pool = cfg.pools[pick.pool];
+    pcfg = PickConfig(r, pick);
+    if (pcfg == nullptr) {
+      // A reload or an admin change is being published this moment: the
+      // balancer and the published configuration disagree briefly.
+      if (++config_misses <= 20) {
+        co_await Sleep(std::chrono::milliseconds(1));
+        continue;
+      }
+      pcfg = &cfg;
+      pick = Pick{};
+      r.log.reason = "config_changed";
+      r.answer = ErrorResponse(
+          503, "service_unavailable",
+          "the gateway's configuration changed while this request was routed; retry it");
+      r.answer.headers.emplace_back("Retry-After", "1");
+      break;
+    }
+    const PoolConfig& pool = pcfg->pools[pick.pool];
+    const ScaleFromZeroConfig& sfz = pool.scale_from_zero;
+    if (sfz.enabled && !hold_done && tried.empty()) {
+      // Nothing can serve (no backend configured, or none up), or others are
+      // held already and go first: wait in the pool's queue.
+      bool none = pick.backend == kNoBackend && pick.shed_reason == "no_backend_available";
+      if (!held && (none || bal.Holding(pick))) {
+        held = bal.TryHold(pick);
+        if (!held) {
+          hold_done = true;
+          r.log.decision = "error";
+          r.log.reason = "shed:hold_overflow";
+          r.answer = ErrorResponse(
+              503, "service_unavailable",
+              fmt::format("pool '{}' is starting a backend and holds {} requests already (its "
+                          "scale_from_zero.hold); retry later",
+                          pool.name, sfz.hold));
+          r.answer.headers.emplace_back("Retry-After", fmt::format("{}", sfz.retry_after_s));
+          break;
+        }
+        held_until = CoarseNow() + sfz.hold_timeout;
+        r.conn.deadline.Set(sfz.hold_timeout + std::chrono::seconds(1));
+      }
+      if (held) {
+        if (pick.backend == kNoBackend || !bal.FirstInLine(*held)) {
+          if (CoarseNow() >= held_until) {
+            held->End(HoldOutcome::kTimeout);
+            held.reset();
+            hold_done = true;
+            r.log.decision = "error";
+            r.log.reason = "shed:hold_timeout";
+            r.answer = ErrorResponse(
+                503, "service_unavailable",
+                fmt::format("no backend of pool '{}' became available within {} ms (its "
+                            "scale_from_zero.hold_timeout); retry later",
+                            pool.name, sfz.hold_timeout.count()));
+            r.answer.headers.emplace_back("Retry-After", fmt::format("{}", sfz.retry_after_s));
+            break;
+          }
+          co_await Sleep(std::chrono::milliseconds(5));
+          continue;
+        }
+        // A backend is available and everyone held before this request has
+        // gone: this one goes now.
+        held->End(HoldOutcome::kReleased);
+        held.reset();
+        hold_done = true;
+      }
+    }
     if (pick.backend == kNoBackend) {
       // Every backend saturated: wait for a slot when the pool allows it.
       if (pool.max_pending > 0 && tried.empty()) {
@@ -354,7 +436,7 @@ awaitable<bool> Worker::Serve(Request& r) {
     }
     pending.reset();
     Attempt a;
-    if (!PrepareAttempt(r, pick, a, rewritten, rewritten_target)) break;
+    if (!PrepareAttempt(r, *pcfg, pick, a, rewritten, rewritten_target)) break;
     bool last = retries >= pool.retry.attempts;
     a.hold_5xx = !last && call.repeatable;
     Balancer::InFlight in_flight = bal.Begin(pick);
@@ -376,7 +458,7 @@ awaitable<bool> Worker::Serve(Request& r) {
     if (wait.count() > 0) co_await Sleep(wait);
   }
   retry_guard.reset();
-  if (cfg.anomaly.enabled && !call.model.empty() && shared_.anomaly) RecordOutput(r, pick);
+  if (cfg.anomaly.enabled && !call.model.empty() && shared_.anomaly) RecordOutput(r, *pcfg, pick);
   if (call.limited) Settle(r);
   if (!r.headers_sent && r.answer.status != 0) {
     if (r.log.decision == "allow") r.log.decision = "error";

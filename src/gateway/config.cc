@@ -185,7 +185,7 @@ Result<uint32_t> BoundedInt(const Config& cfg, const std::string& key, int64_t f
 Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, PoolConfig* p) {
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
       k, {"name", "balance", "zone_aware", "backends", "tiers", "health_check", "outlier", "retry",
-          "max_pending", "pending_timeout", "shed_retry_after"}));
+          "max_pending", "pending_timeout", "shed_retry_after", "scale_from_zero"}));
   ASSIGN_OR_RETURN(p->name, cfg.GetString(k + ".name", ""));
   if (p->name.empty()) return InvalidArgument(fmt::format("{}: a pool needs a name", cfg.Locate(k)));
   for (const PoolConfig& other : gw->pools) {
@@ -236,7 +236,9 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
     if (!has_backends) RETURN_IF_ERROR(cfg.CheckKnownKeys(tk, {"backends", "model"}));
     TierConfig tier;
     ASSIGN_OR_RETURN(std::vector<std::string> names, cfg.GetStringList(tk + ".backends"));
-    if (names.empty()) {
+    // A pool that scales from zero may start empty: its backends come
+    // through the admin API.
+    if (names.empty() && !(t == 0 && cfg.Has(k + ".scale_from_zero"))) {
       return InvalidArgument(
           fmt::format("{}: a tier needs at least one backend", cfg.Locate(tk + ".backends")));
     }
@@ -340,6 +342,33 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
                                                std::chrono::seconds(p->shed_retry_after_s)));
   p->shed_retry_after_s = static_cast<uint32_t>(
       std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(shed).count()));
+
+  std::string zk = k + ".scale_from_zero";
+  if (cfg.Has(zk)) {
+    if (!cfg.IsMap(zk)) {
+      return InvalidArgument(
+          fmt::format("{}: must be a map such as {{hold: 64, hold_timeout: 60s, wake: "
+                      "http://127.0.0.1:9310/wake/llm, retry_after: 5s}}",
+                      cfg.Locate(zk)));
+    }
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(zk, {"hold", "hold_timeout", "wake", "retry_after"}));
+    ScaleFromZeroConfig& z = p->scale_from_zero;
+    z.enabled = true;
+    ASSIGN_OR_RETURN(z.hold, BoundedInt(cfg, zk + ".hold", z.hold, 1, 1'000'000));
+    ASSIGN_OR_RETURN(z.hold_timeout, PositiveDuration(cfg, zk + ".hold_timeout", z.hold_timeout));
+    ASSIGN_OR_RETURN(z.wake, cfg.GetString(zk + ".wake", ""));
+    if (!z.wake.empty()) {
+      Result<http::Url> u = http::ParseUrl(z.wake);
+      if (!u.ok()) {
+        return InvalidArgument(
+            fmt::format("{}: {}", cfg.Locate(zk + ".wake"), u.status().message()));
+      }
+    }
+    ASSIGN_OR_RETURN(
+        auto ra, PositiveDuration(cfg, zk + ".retry_after", std::chrono::seconds(z.retry_after_s)));
+    z.retry_after_s = static_cast<uint32_t>(
+        std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(ra).count()));
+  }
   return Status::Ok();
 }
 

@@ -245,5 +245,81 @@ TEST(GatewayConfig, PoolErrorsNameTheKey) {
             std::string::npos);
 }
 
+constexpr const char* kScaleFromZero =
+    "backends:\n"
+    "  - {name: fixed, url: 'http://127.0.0.1:9001'}\n"
+    "pools:\n"
+    "  - name: llm\n"
+    "    backends: []\n"
+    "    health_check: {path: /healthz, interval: 1s}\n"
+    "    scale_from_zero: {hold: 16, hold_timeout: 30s, wake: 'http://127.0.0.1:9310/wake/llm', "
+    "retry_after: 3s}\n"
+    "  - {name: other, backends: [fixed]}\n"
+    "routes:\n"
+    "  - {prefix: /v1/, protocol: openai, pool: llm}\n";
+
+TEST(GatewayConfig, ParsesScaleFromZeroAndAllowsAnEmptyPool) {
+  auto c = Parse(kScaleFromZero);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const PoolConfig& p = c->pools[0];
+  EXPECT_TRUE(p.scale_from_zero.enabled);
+  EXPECT_EQ(p.scale_from_zero.hold, 16u);
+  EXPECT_EQ(p.scale_from_zero.hold_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(p.scale_from_zero.wake, "http://127.0.0.1:9310/wake/llm");
+  EXPECT_EQ(p.scale_from_zero.retry_after_s, 3u);
+  ASSERT_EQ(p.tiers.size(), 1u);
+  EXPECT_TRUE(p.tiers[0].backends.empty());
+  EXPECT_FALSE(c->pools[1].scale_from_zero.enabled);
+
+  // Defaults.
+  std::string y = kScaleFromZero;
+  std::string from =
+      "{hold: 16, hold_timeout: 30s, wake: 'http://127.0.0.1:9310/wake/llm', "
+      "retry_after: 3s}";
+  y.replace(y.find(from), from.size(), "{}");
+  auto d = Parse(y);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->pools[0].scale_from_zero.enabled);
+  EXPECT_EQ(d->pools[0].scale_from_zero.hold, 64u);
+  EXPECT_EQ(d->pools[0].scale_from_zero.hold_timeout, std::chrono::seconds(60));
+  EXPECT_TRUE(d->pools[0].scale_from_zero.wake.empty());
+  EXPECT_EQ(d->pools[0].scale_from_zero.retry_after_s, 5u);
+}
+
+TEST(GatewayConfig, ScaleFromZeroErrorsNameTheKey) {
+  auto err = [](const std::string& from, const std::string& to) {
+    std::string y = kScaleFromZero;
+    size_t at = y.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    y.replace(at, from.size(), to);
+    auto c = ParseGatewayConfig(y, "/etc/gantry/gateway.yaml");
+    EXPECT_FALSE(c.ok()) << "accepted: " << to;
+    return c.ok() ? std::string() : c.status().message();
+  };
+  EXPECT_NE(err("hold: 16", "hold: 0").find("pools.0.scale_from_zero.hold"), std::string::npos);
+  EXPECT_NE(
+      err("hold_timeout: 30s", "hold_timeout: 0s").find("pools.0.scale_from_zero.hold_timeout"),
+      std::string::npos);
+  EXPECT_NE(err("wake: 'http://127.0.0.1:9310/wake/llm'", "wake: 'https://scaler/wake'")
+                .find("pools.0.scale_from_zero.wake"),
+            std::string::npos);
+  EXPECT_NE(err("retry_after: 3s", "retry_after: soon").find("pools.0.scale_from_zero.retry_after"),
+            std::string::npos);
+  EXPECT_NE(err("retry_after: 3s", "retry_afterr: 3s").find("retry_afterr"), std::string::npos);
+  EXPECT_NE(err("{hold: 16, hold_timeout: 30s, wake: 'http://127.0.0.1:9310/wake/llm', "
+                "retry_after: 3s}",
+                "5")
+                .find("must be a map"),
+            std::string::npos);
+  // Without scale_from_zero a pool still needs a backend.
+  std::string y = kScaleFromZero;
+  size_t at = y.find("    scale_from_zero:");
+  y.erase(at, y.find('\n', at) - at + 1);
+  auto c = ParseGatewayConfig(y, "/etc/gantry/gateway.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("pools.0.backends"), std::string::npos)
+      << c.status().message();
+}
+
 }  // namespace
 }  // namespace gantry::gateway

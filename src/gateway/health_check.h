@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,9 @@ struct BackendState {
   std::atomic<uint64_t> ejections{0};
   std::atomic<uint32_t> health_ok_streak{0};
   std::atomic<uint32_t> health_fail_streak{0};
+  // Added at run time to a pool with health checks: unhealthy until its first
+  // check passes (then healthy at once, whatever healthy_threshold says).
+  std::atomic<bool> first_check{false};
 
   mutable std::mutex mu;  // guards last_health_error
   std::string last_health_error;
@@ -64,6 +68,21 @@ struct PoolState {
   std::atomic<metrics::Counter*> degraded_unavailable{nullptr};
   std::atomic<metrics::Counter*> degraded_saturated{nullptr};
   std::atomic<metrics::Counter*> retries_metric{nullptr};
+
+  // Scale from zero: the tickets of held requests in arrival order.
+  mutable std::mutex hold_mu;
+  std::deque<uint64_t> held_queue;  // guarded by hold_mu
+  uint64_t next_ticket = 1;         // guarded by hold_mu
+  std::atomic<int64_t> held{0};     // held_queue.size(), readable without the lock
+  static constexpr int64_t kNeverWoken = INT64_MIN;
+  std::atomic<int64_t> last_wake_ns{kNeverWoken};
+  std::atomic<metrics::Counter*> held_released{nullptr};
+  std::atomic<metrics::Counter*> held_timeout{nullptr};
+  std::atomic<metrics::Counter*> held_overflow{nullptr};
+  metrics::Gauge* in_flight_gauge = nullptr;  // written under the Balancer's mutex
+  metrics::Gauge* pending_gauge = nullptr;
+  metrics::Gauge* held_gauge = nullptr;
+  metrics::Gauge* up_gauge = nullptr;
 };
 
 // What one health-check loop probes.

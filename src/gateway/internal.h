@@ -72,6 +72,18 @@ struct Shared {
   std::atomic<bool> draining{false};
   std::string instance;  // random hex, prefix of request ids
 
+  // Backends added through the admin API, laid over the file's configuration
+  // (server.cc). edit_mu guards `base` and `added` and serialises Reload with
+  // the admin API's pool changes, each of which builds and publishes a new
+  // Runtime (the file's backends, then the added ones in the order they came).
+  struct AddedBackend {
+    std::string pool;
+    BackendConfig backend;
+  };
+  std::mutex edit_mu;
+  GatewayConfig base;  // the file's configuration as last loaded
+  std::vector<AddedBackend> added;
+
   void Publish(std::shared_ptr<const Runtime> rt, std::shared_ptr<const security::KeyTable> kt) {
     std::lock_guard<std::mutex> lock(mu);
     if (rt) runtime = std::move(rt);
@@ -107,6 +119,16 @@ void AppendJsonEscaped(std::string_view s, std::string* out);
 // bytes; returns the end of what it wrote. Sets *non_ascii (when given) if `s`
 // holds a byte >= 0x80, and leaves it alone otherwise.
 char* EscapeJsonTo(std::string_view s, char* out, bool* non_ascii = nullptr);
+
+// server.cc: pool changes of the admin API. AddPoolBackend appends `backend`
+// to tier 0 of `pool` (NotFound for an unknown pool, AlreadyExists for a name
+// that a backend or pool has); RemovePoolBackend takes out a backend added
+// that way (NotFound; FailedPrecondition for one from gateway.yaml, or one
+// with requests in flight unless `force`). Both publish a new Runtime;
+// requests in flight keep the one they started with, so a removed backend's
+// configuration lives until they finish.
+Status AddPoolBackend(Shared& shared, std::string_view pool, BackendConfig backend);
+Status RemovePoolBackend(Shared& shared, std::string_view pool, std::string_view name, bool force);
 
 // admin.cc: handles /admin/... for an authenticated identity. `req` and
 // `body` are the client's request.

@@ -235,7 +235,11 @@ struct Balancer::Impl {
     if (ok) {
       b.health_fail_streak.store(0);
       uint32_t streak = b.health_ok_streak.fetch_add(1) + 1;
-      if (!b.healthy.load() && streak >= std::max<uint32_t>(1, t.cfg.healthy_threshold)) {
+      // A backend added at run time waited unhealthy for its first check
+      // only; it was never seen failing.
+      bool first = b.first_check.exchange(false);
+      if (!b.healthy.load() &&
+          (first || streak >= std::max<uint32_t>(1, t.cfg.healthy_threshold))) {
         b.healthy.store(true);
       }
       if (b.healthy.load()) Uneject(b, now);
@@ -343,6 +347,27 @@ struct Balancer::Impl {
               {{"pool", ps.name}, {"reason", std::string(kPrimarySaturated)}});
       counter(ps.retries_metric, "gantry_gateway_retries_total",
               "Retries admitted by the pool's retry budget", {{"pool", ps.name}});
+      constexpr std::string_view kHeldHelp =
+          "Requests held for a backend (scale_from_zero), by how they left the queue";
+      counter(ps.held_released, "gantry_gateway_held_total", kHeldHelp,
+              {{"pool", ps.name}, {"outcome", "released"}});
+      counter(ps.held_timeout, "gantry_gateway_held_total", kHeldHelp,
+              {{"pool", ps.name}, {"outcome", "timeout"}});
+      counter(ps.held_overflow, "gantry_gateway_held_total", kHeldHelp,
+              {{"pool", ps.name}, {"outcome", "overflow"}});
+      auto gauge = [&](metrics::Gauge*& slot, std::string_view name, std::string_view help) {
+        if (slot != nullptr) return;
+        auto g = registry->GetGauge(name, help, {{"pool", ps.name}});
+        if (g.ok()) slot = *g;
+      };
+      gauge(ps.in_flight_gauge, "gantry_gateway_pool_in_flight",
+            "Requests in flight to the pool's backends");
+      gauge(ps.pending_gauge, "gantry_gateway_pool_pending",
+            "Requests waiting for a slot when the pool is saturated (max_pending)");
+      gauge(ps.held_gauge, "gantry_gateway_pool_held",
+            "Requests held until a backend is available (scale_from_zero)");
+      gauge(ps.up_gauge, "gantry_gateway_pool_backends_up",
+            "Backends of the pool that may take requests (not draining, ejected or unhealthy)");
     }
   }
 
@@ -401,11 +426,13 @@ void Balancer::Configure(const GatewayConfig& cfg) {
   s->decay_base.assign(cfg.backends.size(), OutlierConfig().base_ejection);
   std::map<std::string, BackendState*> by_name;
   for (const auto& [key, st] : im.backend_states) by_name[st->name] = st.get();
+  std::set<BackendState*> fresh;  // states made by this call
   for (const BackendConfig& b : cfg.backends) {
     std::string addr = Address(b);
     std::unique_ptr<BackendState>& slot = im.backend_states[b.name + "\n" + addr];
     if (!slot) {
       slot = std::make_unique<BackendState>();
+      fresh.insert(slot.get());
       slot->name = b.name;
       slot->address = addr;
       // A drain mark is about the backend's name, not its address.
@@ -475,6 +502,12 @@ void Balancer::Configure(const GatewayConfig& cfg) {
   for (const PoolRt& p : s->pools) {
     if (!p.cfg.health.enabled || p.cfg.implicit) continue;
     for (uint32_t m : p.members) {
+      // A backend added at run time takes no traffic before it passes a
+      // check: a process that is still loading a model must not get any.
+      if (cfg.backends[m].added_at_runtime && fresh.count(s->states[m]) != 0) {
+        s->states[m]->healthy.store(false);
+        s->states[m]->first_check.store(true);
+      }
       internal::HealthTarget t;
       t.pool = p.cfg.name;
       t.backend = cfg.backends[m].name;
@@ -801,6 +834,91 @@ std::optional<Balancer::InFlight> Balancer::TryBeginPending(size_t pool) {
   return g;
 }
 
+// --- scale from zero ---
+
+Balancer::Held::Held(Held&& o) noexcept : pool_(o.pool_), ticket_(o.ticket_) { o.pool_ = nullptr; }
+
+Balancer::Held& Balancer::Held::operator=(Held&& o) noexcept {
+  if (this != &o) {
+    Leave();
+    pool_ = o.pool_;
+    ticket_ = o.ticket_;
+    o.pool_ = nullptr;
+  }
+  return *this;
+}
+
+// Destroyed while queued: the request's coroutine went with its worker, and
+// nothing is counted.
+Balancer::Held::~Held() { Leave(); }
+
+void Balancer::Held::Leave() {
+  if (pool_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(pool_->hold_mu);
+  auto& q = pool_->held_queue;
+  auto it = std::find(q.begin(), q.end(), ticket_);
+  if (it != q.end()) q.erase(it);
+  pool_->held.store(static_cast<int64_t>(q.size()));
+}
+
+void Balancer::Held::End(HoldOutcome outcome) {
+  if (pool_ == nullptr) return;
+  Leave();
+  std::atomic<metrics::Counter*>& slot =
+      outcome == HoldOutcome::kReleased ? pool_->held_released : pool_->held_timeout;
+  if (metrics::Counter* c = slot.load(std::memory_order_relaxed)) c->Inc();
+  pool_ = nullptr;
+}
+
+bool Balancer::Holding(const Pick& p) const {
+  return p.pool_state != nullptr && p.pool_state->held.load(std::memory_order_relaxed) > 0;
+}
+
+std::optional<Balancer::Held> Balancer::TryHold(const Pick& p) {
+  Impl& im = *impl_;
+  const PoolRt* pool = im.ResolvePool(im.Hot(), p);
+  if (pool == nullptr || !pool->cfg.scale_from_zero.enabled) return std::nullopt;
+  PoolState& ps = *pool->state;
+  {
+    std::lock_guard<std::mutex> lock(ps.hold_mu);
+    if (ps.held_queue.size() < pool->cfg.scale_from_zero.hold) {
+      Held h;
+      h.pool_ = &ps;
+      h.ticket_ = ps.next_ticket++;
+      ps.held_queue.push_back(h.ticket_);
+      ps.held.store(static_cast<int64_t>(ps.held_queue.size()));
+      return h;
+    }
+  }
+  if (metrics::Counter* c = ps.held_overflow.load(std::memory_order_relaxed)) c->Inc();
+  return std::nullopt;
+}
+
+bool Balancer::FirstInLine(const Held& h) const {
+  if (h.pool_ == nullptr) return true;
+  std::lock_guard<std::mutex> lock(h.pool_->hold_mu);
+  return h.pool_->held_queue.empty() || h.pool_->held_queue.front() == h.ticket_;
+}
+
+std::vector<Balancer::WakeCall> Balancer::DueWakes(std::chrono::milliseconds every) {
+  Impl& im = *impl_;
+  std::shared_ptr<const Snapshot> s = im.Load();
+  int64_t now = im.clock.Now().count();
+  int64_t every_ns = std::chrono::nanoseconds(every).count();
+  std::vector<WakeCall> out;
+  for (const PoolRt& p : s->pools) {
+    const ScaleFromZeroConfig& z = p.cfg.scale_from_zero;
+    if (!z.enabled || z.wake.empty()) continue;
+    int64_t held = p.state->held.load();
+    if (held <= 0) continue;
+    int64_t last = p.state->last_wake_ns.load();
+    if (last != PoolState::kNeverWoken && now - last < every_ns) continue;
+    if (!p.state->last_wake_ns.compare_exchange_strong(last, now)) continue;
+    out.push_back(WakeCall{p.cfg.name, z.wake, held});
+  }
+  return out;
+}
+
 // --- administration ---
 
 namespace {
@@ -856,6 +974,29 @@ std::vector<BackendStatus> Balancer::Backends() const {
   int64_t now = impl_->clock.Now().count();
   std::vector<BackendStatus> out;
   for (size_t i = 0; i < s->states.size(); ++i) out.push_back(impl_->StatusOf(*s, i, now));
+  return out;
+}
+
+std::vector<PoolStatus> Balancer::Pools() const {
+  std::shared_ptr<const Snapshot> s = impl_->Load();
+  int64_t now = impl_->clock.Now().count();
+  std::vector<PoolStatus> out;
+  for (const PoolRt& p : s->pools) {
+    if (p.cfg.implicit) continue;
+    PoolStatus st;
+    st.name = p.cfg.name;
+    st.implicit = p.cfg.implicit;
+    st.scale_from_zero = p.cfg.scale_from_zero;
+    for (uint32_t m : p.members) {
+      st.backends.push_back(s->backends[m].name);
+      if (s->backends[m].added_at_runtime) st.added.push_back(s->backends[m].name);
+      if (Impl::Up(*s->states[m], now)) ++st.up;
+    }
+    st.in_flight = p.state->active.load();
+    st.pending = p.state->pending.load();
+    st.held = p.state->held.load();
+    out.push_back(std::move(st));
+  }
   return out;
 }
 
@@ -1007,6 +1148,22 @@ void Balancer::RefreshMetrics() {
     b->in_flight_gauge->Set(static_cast<double>(b->in_flight.load()));
     b->draining_gauge->Set(b->draining.load() ? 1 : 0);
   }
+  std::map<const PoolState*, const PoolRt*> pools;
+  for (const PoolRt& p : s->pools) pools[p.state] = &p;
+  for (const auto& [name, ps] : im.pool_states) {
+    if (ps->in_flight_gauge == nullptr) continue;
+    auto it = pools.find(ps.get());
+    int64_t up = 0;
+    if (it != pools.end()) {
+      for (uint32_t m : it->second->members) {
+        if (Impl::Up(*s->states[m], now)) ++up;
+      }
+    }
+    ps->in_flight_gauge->Set(static_cast<double>(ps->active.load()));
+    ps->pending_gauge->Set(static_cast<double>(ps->pending.load()));
+    ps->held_gauge->Set(static_cast<double>(ps->held.load()));
+    ps->up_gauge->Set(static_cast<double>(up));
+  }
 }
 
 // --- text ---
@@ -1044,6 +1201,29 @@ Json BackendStatusJson(const BackendStatus& s) {
   j["failures"] = s.failures;
   j["ejections"] = s.ejections;
   j["last_health_error"] = s.last_health_error;
+  return j;
+}
+
+Json PoolStatusJson(const PoolStatus& s) {
+  Json j;
+  j["name"] = s.name;
+  j["backends"] = s.backends;
+  j["added"] = s.added;
+  j["up"] = s.up;
+  j["in_flight"] = s.in_flight;
+  j["pending"] = s.pending;
+  j["held"] = s.held;
+  if (s.scale_from_zero.enabled) {
+    const ScaleFromZeroConfig& z = s.scale_from_zero;
+    Json sz;
+    sz["hold"] = z.hold;
+    sz["hold_timeout_ms"] = z.hold_timeout.count();
+    sz["wake"] = z.wake;
+    sz["retry_after_s"] = z.retry_after_s;
+    j["scale_from_zero"] = sz;
+  } else {
+    j["scale_from_zero"] = nullptr;
+  }
   return j;
 }
 

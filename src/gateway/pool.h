@@ -42,6 +42,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -130,6 +131,22 @@ struct BackendStatus {
   std::string last_health_error;  // the latest failed check's reason; kept after recovery
 };
 
+// One pool as GET /admin/pools shows it.
+struct PoolStatus {
+  std::string name;
+  std::vector<std::string> backends;  // every tier's, in tier order
+  std::vector<std::string> added;     // those added through the admin API
+  int64_t up = 0;                     // backends that may take requests now
+  int64_t in_flight = 0;              // requests in flight to the pool's backends
+  int64_t pending = 0;                // waiting for a slot (max_pending)
+  int64_t held = 0;                   // held for a backend (scale_from_zero)
+  bool implicit = false;
+  ScaleFromZeroConfig scale_from_zero;
+};
+
+// How a held request (scale from zero) left its pool's queue.
+enum class HoldOutcome { kReleased, kTimeout, kOverflow };
+
 struct RolloutStatus {
   std::string name;
   std::vector<std::pair<std::string, uint32_t>> weights;   // pool name, current weight
@@ -192,6 +209,43 @@ class Balancer {
   // guard when the request may wait for a slot, nullopt when it must be shed.
   std::optional<InFlight> TryBeginPending(size_t pool);
 
+  // --- scale from zero (ScaleFromZeroConfig) ---
+  // A request whose Choose() found no backend available in a pool that
+  // scales from zero waits in the pool's queue; so does a new request while
+  // others are queued (arrival order). A Held is its place in the queue until
+  // End() (or destruction, which counts nothing: the gateway is stopping).
+  class Held {
+   public:
+    Held() = default;
+    Held(Held&& o) noexcept;
+    Held& operator=(Held&& o) noexcept;
+    ~Held();
+    // Leaves the queue, counting `outcome` in gantry_gateway_held_total.
+    void End(HoldOutcome outcome);
+
+   private:
+    friend class Balancer;
+    void Leave();
+    internal::PoolState* pool_ = nullptr;
+    uint64_t ticket_ = 0;
+  };
+  // Whether requests of p's pool are queued now.
+  bool Holding(const Pick& p) const;
+  // Queues a request of p's pool; nullopt (counted as an overflow) when the
+  // pool's `hold` requests are queued already, or the pool does not scale
+  // from zero.
+  std::optional<Held> TryHold(const Pick& p);
+  // True when every request queued before `h` has left the queue.
+  bool FirstInLine(const Held& h) const;
+  // The wake calls due now: pools that hold requests and have a wake URL,
+  // at most one per pool per `every`. Marks them called.
+  struct WakeCall {
+    std::string pool;
+    std::string url;
+    int64_t held = 0;
+  };
+  std::vector<WakeCall> DueWakes(std::chrono::milliseconds every = std::chrono::seconds(1));
+
   // --- administration (admin API, CLI) ---
   // Errors: NotFound naming the backend or rollout and listing the known ones;
   // InvalidArgument for weights that name unknown pools, are all zero, or sum
@@ -199,6 +253,8 @@ class Balancer {
   Status SetDraining(std::string_view backend, bool draining);
   Result<BackendStatus> Backend(std::string_view backend) const;
   std::vector<BackendStatus> Backends() const;
+  // The named pools (not the implicit ones of bare `backend:` routes).
+  std::vector<PoolStatus> Pools() const;
   // Sets a rollout's weights by pool name (pools not named get 0). Weights
   // set here survive a Configure that keeps the rollout's set of pool names.
   Status SetRolloutWeights(std::string_view rollout,
@@ -226,6 +282,9 @@ class Balancer {
   //            gantry_gateway_shed_total{pool,reason}
   //            gantry_gateway_degraded_total{pool,reason}
   //            gantry_gateway_retries_total{pool}            (TryBeginRetry granted)
+  //            gantry_gateway_held_total{pool,outcome}       released|timeout|overflow
+  //   gauges   gantry_gateway_pool_in_flight{pool}, gantry_gateway_pool_pending{pool},
+  //            gantry_gateway_pool_held{pool}, gantry_gateway_pool_backends_up{pool}
   // Counters are bumped on the hot path (one atomic add). Gauges are computed
   // on demand: AttachMetrics adds a collect hook to `registry` that calls
   // RefreshMetrics() at every Render(), so nothing else has to call it.
@@ -244,5 +303,6 @@ std::string_view OutcomeName(Outcome o);
 // BackendStatus / RolloutStatus as the admin API returns them.
 Json BackendStatusJson(const BackendStatus& s);
 Json RolloutStatusJson(const RolloutStatus& s);
+Json PoolStatusJson(const PoolStatus& s);
 
 }  // namespace gantry::gateway

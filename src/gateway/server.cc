@@ -14,9 +14,12 @@
 #include <boost/asio/detached.hpp>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "gantry/core/http_client.h"
+#include "gantry/core/json.h"
 #include "gantry/core/log.h"
 #include "gantry/security/crypto.h"
 #include "worker.h"
@@ -106,6 +109,56 @@ Result<std::shared_ptr<const Runtime>> BuildRuntime(GatewayConfig config) {
   return std::shared_ptr<const Runtime>(std::move(rt));
 }
 
+// The file's configuration with the backends added through the admin API
+// appended (each to tier 0 of its pool). Added backends whose pool is gone, or
+// whose name the file now uses, are dropped from *added (and logged).
+GatewayConfig WithAdded(const GatewayConfig& base, std::vector<Shared::AddedBackend>* added) {
+  GatewayConfig cfg = base;
+  std::vector<Shared::AddedBackend> kept;
+  for (Shared::AddedBackend& a : *added) {
+    size_t pool = kNoBackend;
+    for (size_t i = 0; i < cfg.pools.size(); ++i) {
+      if (!cfg.pools[i].implicit && cfg.pools[i].name == a.pool) pool = i;
+    }
+    if (pool == kNoBackend || cfg.pools[pool].tiers.empty()) {
+      log::warn(
+          "gateway: backend '{}' (added through the admin API) is dropped: its pool '{}' "
+          "is no longer configured",
+          a.backend.name, a.pool);
+      continue;
+    }
+    bool taken = false;
+    for (const BackendConfig& b : cfg.backends) taken = taken || b.name == a.backend.name;
+    for (const PoolConfig& p : cfg.pools) taken = taken || p.name == a.backend.name;
+    if (taken) {
+      log::warn(
+          "gateway: backend '{}' (added through the admin API) is dropped: {} now defines "
+          "a backend or pool of that name",
+          a.backend.name, base.source);
+      continue;
+    }
+    cfg.pools[pool].tiers[0].backends.push_back(cfg.backends.size());
+    cfg.backends.push_back(a.backend);
+    kept.push_back(std::move(a));
+  }
+  *added = std::move(kept);
+  return cfg;
+}
+
+// Under shared.edit_mu: builds and publishes the runtime for `base` with
+// `added`, then commits both.
+Status ApplyPools(Shared& shared, GatewayConfig base, std::vector<Shared::AddedBackend> added) {
+  GatewayConfig cfg = WithAdded(base, &added);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Runtime> rt, BuildRuntime(std::move(cfg)));
+  // The balancer first: a request that picks a backend the runtime it holds
+  // does not know yet re-reads the published one (Worker::PickConfig).
+  shared.balancer->Configure(rt->config);
+  shared.Publish(std::move(rt), nullptr);
+  shared.base = std::move(base);
+  shared.added = std::move(added);
+  return Status::Ok();
+}
+
 Status InitMetrics(Shared& s) {
   auto& r = s.registry;
   internal::Metrics& m = s.m;
@@ -150,6 +203,45 @@ struct Gateway::Impl {
   std::mutex stop_mu;
   bool stopped = false;
   std::thread stopper;
+  // Scale from zero: POSTs the wake URLs of pools that hold requests.
+  std::thread waker;
+  std::mutex waker_mu;
+  std::condition_variable waker_cv;
+  bool waker_stop = false;  // guarded by waker_mu
+
+  void RunWaker() {
+    std::unique_lock<std::mutex> lock(waker_mu);
+    while (!waker_stop) {
+      waker_cv.wait_for(lock, std::chrono::milliseconds(50));
+      if (waker_stop) break;
+      lock.unlock();
+      for (const Balancer::WakeCall& w : shared.balancer->DueWakes()) {
+        http::Request req;
+        req.method = "POST";
+        req.url = w.url;
+        req.headers = {{"Content-Type", "application/json"}};
+        req.body = Json{{"pool", w.pool}, {"held", w.held}}.dump();
+        req.deadline = std::chrono::seconds(2);
+        Result<http::Response> r = http::Send(req);
+        if (!r.ok()) {
+          log::warn("gateway: pool '{}' holds {} requests; waking it ({}) failed: {}", w.pool,
+                    w.held, w.url, r.status().ToString());
+        } else if (r->status >= 300) {
+          log::warn("gateway: pool '{}' holds {} requests; waking it ({}) answered HTTP {}", w.pool,
+                    w.held, w.url, r->status);
+        }
+      }
+      lock.lock();
+    }
+  }
+  void StopWaker() {
+    {
+      std::lock_guard<std::mutex> lock(waker_mu);
+      waker_stop = true;
+    }
+    waker_cv.notify_all();
+    if (waker.joinable()) waker.join();
+  }
 };
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -206,6 +298,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(GatewayConfig config) {
   }
   sh.balancer = std::make_unique<Balancer>();
   sh.balancer->AttachMetrics(&sh.registry);
+  sh.base = config;
   ASSIGN_OR_RETURN(std::shared_ptr<const Runtime> rt, BuildRuntime(std::move(config)));
   sh.balancer->Configure(rt->config);
   sh.Publish(std::move(rt), std::move(keys));
@@ -274,6 +367,7 @@ Status Gateway::Start() {
   im.host = addr.to_string();
   if (im.shared.anomaly) im.shared.anomaly->Start();
   for (auto& w : im.workers) w->Start();
+  im.waker = std::thread([&im] { im.RunWaker(); });
   im.started = true;
   return Status::Ok();
 }
@@ -329,13 +423,13 @@ Status Gateway::Reload(GatewayConfig config) {
       return as.WithContext(fmt::format("{}: anomaly", config.source));
     }
   }
-  Result<std::shared_ptr<const Runtime>> rt = BuildRuntime(std::move(config));
-  if (!rt.ok()) {
+  // Backends added through the admin API stay while their pool does.
+  std::lock_guard<std::mutex> edit(im.shared.edit_mu);
+  Status applied = ApplyPools(im.shared, std::move(config), im.shared.added);
+  if (!applied.ok()) {
     im.shared.m.reloads_failed->Inc();
-    return rt.status();
+    return applied;
   }
-  im.shared.balancer->Configure((*rt)->config);
-  im.shared.Publish(std::move(*rt), nullptr);
   im.shared.m.reloads_ok->Inc();
   return Status::Ok();
 }
@@ -381,6 +475,7 @@ void Gateway::Wait() {
   }
   if (im.stopper.joinable()) im.stopper.join();
   for (auto& w : im.workers) w->Join();
+  im.StopWaker();
   im.workers.clear();
   if (im.shared.audit) {
     Status s = im.shared.audit->Close();
@@ -389,5 +484,99 @@ void Gateway::Wait() {
   Status f = im.shared.limiter->Flush();
   if (!f.ok()) log::error("quota usage: {}", f.ToString());
 }
+
+namespace internal {
+
+namespace {
+
+std::string PoolNames(const GatewayConfig& cfg) {
+  std::string out;
+  for (const PoolConfig& p : cfg.pools) {
+    if (!p.implicit) out += (out.empty() ? "" : ", ") + p.name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+const PoolConfig* FindNamedPool(const GatewayConfig& cfg, std::string_view name) {
+  for (const PoolConfig& p : cfg.pools) {
+    if (!p.implicit && p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status AddPoolBackend(Shared& shared, std::string_view pool, BackendConfig backend) {
+  std::lock_guard<std::mutex> edit(shared.edit_mu);
+  std::vector<Shared::AddedBackend> added = shared.added;
+  GatewayConfig current = WithAdded(shared.base, &added);
+  if (FindNamedPool(current, pool) == nullptr) {
+    return NotFound(fmt::format("no pool '{}' (pools: {})", pool, PoolNames(current)));
+  }
+  for (const BackendConfig& b : current.backends) {
+    if (b.name == backend.name) {
+      return AlreadyExists(fmt::format(
+          "a backend named '{}' exists already ({}); remove it first or pick another name",
+          backend.name, b.host_header));
+    }
+  }
+  for (const PoolConfig& p : current.pools) {
+    if (p.name == backend.name) {
+      return AlreadyExists(
+          fmt::format("'{}' is the name of a pool; give the backend its own name", backend.name));
+    }
+  }
+  backend.added_at_runtime = true;
+  std::string desc = fmt::format("backend '{}' ({})", backend.name, backend.host_header);
+  added.push_back(Shared::AddedBackend{std::string(pool), std::move(backend)});
+  RETURN_IF_ERROR(ApplyPools(shared, shared.base, std::move(added)));
+  log::info("gateway: {} added to pool '{}' by the admin API", desc, pool);
+  return Status::Ok();
+}
+
+Status RemovePoolBackend(Shared& shared, std::string_view pool, std::string_view name, bool force) {
+  std::lock_guard<std::mutex> edit(shared.edit_mu);
+  std::vector<Shared::AddedBackend> added = shared.added;
+  GatewayConfig current = WithAdded(shared.base, &added);
+  const PoolConfig* p = FindNamedPool(current, pool);
+  if (p == nullptr)
+    return NotFound(fmt::format("no pool '{}' (pools: {})", pool, PoolNames(current)));
+  auto it = std::find_if(added.begin(), added.end(), [&](const Shared::AddedBackend& a) {
+    return a.pool == pool && a.backend.name == name;
+  });
+  if (it == added.end()) {
+    bool in_pool = false;
+    for (const TierConfig& t : p->tiers) {
+      for (size_t b : t.backends) in_pool = in_pool || current.backends[b].name == name;
+    }
+    if (in_pool) {
+      return FailedPrecondition(fmt::format(
+          "backend '{}' of pool '{}' comes from {}; remove it there and reload (the admin API "
+          "removes only backends it added)",
+          name, pool, shared.base.source));
+    }
+    std::string names;
+    for (const TierConfig& t : p->tiers) {
+      for (size_t b : t.backends) names += (names.empty() ? "" : ", ") + current.backends[b].name;
+    }
+    return NotFound(fmt::format("pool '{}' has no backend '{}' (its backends: {})", pool, name,
+                                names.empty() ? "none" : names));
+  }
+  Result<BackendStatus> st = shared.balancer->Backend(name);
+  int64_t in_flight = st.ok() ? st->in_flight : 0;
+  if (in_flight > 0 && !force) {
+    return FailedPrecondition(fmt::format(
+        "backend '{}' has {} requests in flight; drain it first (POST "
+        "/admin/backends/{}/drain, then wait for in_flight 0) or remove it with ?force=true",
+        name, in_flight, name));
+  }
+  added.erase(it);
+  RETURN_IF_ERROR(ApplyPools(shared, shared.base, std::move(added)));
+  log::info("gateway: backend '{}' removed from pool '{}' by the admin API{}", name, pool,
+            in_flight > 0 ? fmt::format(" ({} requests in flight finish on it)", in_flight) : "");
+  return Status::Ok();
+}
+
+}  // namespace internal
 
 }  // namespace gantry::gateway

@@ -74,11 +74,24 @@ constexpr std::string_view k100Continue = "HTTP/1.1 100 Continue\r\n\r\n";
 void Worker::Refresh() {
   uint64_t g = shared_.generation.load(std::memory_order_acquire);
   if (g == generation_) return;
-  std::lock_guard<std::mutex> lock(shared_.mu);
-  rt_ = shared_.runtime;
-  if (keys_ != shared_.keys) key_cache_.clear();  // its pointers are into the old table
-  keys_ = shared_.keys;
-  generation_ = shared_.generation.load(std::memory_order_acquire);
+  std::shared_ptr<const Runtime> old = rt_;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    rt_ = shared_.runtime;
+    if (keys_ != shared_.keys) key_cache_.clear();  // its pointers are into the old table
+    keys_ = shared_.keys;
+    generation_ = shared_.generation.load(std::memory_order_acquire);
+  }
+  if (old && old != rt_) {
+    // Backends gone from the configuration keep no idle connections here.
+    const std::vector<BackendConfig>& now = rt_->config.backends;
+    upstream_.CloseIdleUnless([&](std::string_view address) {
+      for (const BackendConfig& b : now) {
+        if (b.host_header == address) return true;
+      }
+      return false;
+    });
+  }
 }
 
 void Worker::NextRequestId(std::string* out) {

@@ -174,6 +174,16 @@ class UpstreamPool {
   size_t idle(std::string_view address) const;
   // Closes every pooled connection (before the io_context they belong to goes).
   void Clear() { pools_.clear(); }
+  // Closes the idle connections to every address for which `keep` is false
+  // (backends that a reload or the admin API removed), so they do not hold
+  // sockets for good. The per-address stacks stay: an exchange may hold one
+  // across its suspensions.
+  template <typename Keep>
+  void CloseIdleUnless(const Keep& keep) {
+    for (auto& [address, stack] : pools_) {
+      if (!stack.empty() && !keep(std::string_view(address))) stack.clear();
+    }
+  }
 
  private:
   struct SvHash {

@@ -198,6 +198,11 @@ struct Request {
   // The configuration this request runs under, pinned by the session for the
   // whole request (a reload may publish another meanwhile).
   const Runtime* rt = nullptr;
+  // A newer configuration than rt, when the backend chosen for this request
+  // is one that rt does not know (added, removed or renumbered by a reload or
+  // the admin API after the request began: Worker::PickConfig). Keeps the
+  // chosen backend's BackendConfig alive until the request is done.
+  std::shared_ptr<const Runtime> pick_rt;
   bool has_head = false;    // false for answers to heads that did not parse
   http::RequestHead head;   // views into Conn::head_text
   std::string body;         // whole, de-chunked
@@ -216,6 +221,7 @@ struct Request {
   void Reset() {
     has_head = false;
     close = false;
+    pick_rt.reset();
     log.Reset();
     gate.Reset();
     answer = LocalResponse{};
@@ -349,14 +355,17 @@ class Worker {
   bool Authorize(Request& r);     // RBAC, deny by default
   void SelectTarget(Request& r);  // the first model rule that matches, else the route's
   bool Admitted(Request& r);      // the limiter's decision in r.call.adm
-  // A pick this request can use: false (503, retry) when a reload renumbered
-  // pools or backends since the request started.
-  bool PickStillValid(Request& r, const Pick& pick);
-  // Fills `a` for `pick`: the backend, and for a degraded (fallback) pick its
-  // rewritten body or target, which live in the caller's strings.
-  bool PrepareAttempt(Request& r, const Pick& pick, Attempt& a, std::string& rewritten,
-                      std::string& rewritten_target);
-  void RecordOutput(Request& r, const Pick& pick);  // anomaly detection
+  // The configuration whose pool and backend indexes `pick` uses: the
+  // request's own, or else the newest published one (pinned in r.pick_rt);
+  // null when neither (a reload or admin change is being published: the
+  // balancer and the published runtime differ for a moment).
+  const GatewayConfig* PickConfig(Request& r, const Pick& pick);
+  // Fills `a` for `pick` (whose indexes are into `cfg`): the backend, and for a
+  // degraded (fallback) pick its rewritten body or target, which live in the
+  // caller's strings.
+  bool PrepareAttempt(Request& r, const GatewayConfig& cfg, const Pick& pick, Attempt& a,
+                      std::string& rewritten, std::string& rewritten_target);
+  void RecordOutput(Request& r, const GatewayConfig& cfg, const Pick& pick);  // anomaly detection
   void Settle(Request& r);                          // actual tokens to the limiter
   // Waits `d` on this worker's loop (retry backoff, pending requests).
   boost::asio::awaitable<void> Sleep(std::chrono::milliseconds d);

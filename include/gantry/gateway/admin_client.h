@@ -60,6 +60,21 @@ class AdminClient {
                             const std::function<void(int64_t in_flight)>& progress,
                             std::chrono::milliseconds poll = std::chrono::milliseconds(100)) const;
 
+  // Pools: {"pools": [{name, backends, added, up, in_flight, pending, held,
+  // scale_from_zero}, ...]}.
+  Result<Json> Pools() const;
+  // Adds a backend at `address` ("host:port", numeric host) to tier 0 of
+  // `pool`; the answer is its state object (as Backend()) with "pool".
+  // FailedPrecondition (HTTP 409) when the name is taken, NotFound for an
+  // unknown pool, InvalidArgument naming the field at fault. In a pool with
+  // health checks it takes traffic once one check passes.
+  Result<Json> AddBackend(std::string_view pool, std::string_view name, std::string_view address,
+                          std::string_view zone = "", uint32_t weight = 0) const;
+  // Removes a backend that AddBackend added. FailedPrecondition while it has
+  // requests in flight unless `force` (those then finish on it); drain it
+  // first (DrainAndWait).
+  Result<Json> RemoveBackend(std::string_view pool, std::string_view name, bool force) const;
+
   // Rollouts: {"rollouts": [...]} and one rollout's state object.
   Result<Json> Rollouts() const;
   Result<Json> Rollout(std::string_view name) const;

@@ -47,6 +47,11 @@ struct BackendConfig {
   // Circuit breaker: requests in flight to this backend across all workers;
   // beyond it the backend counts as saturated. 0: no limit.
   uint32_t max_concurrent = 0;
+  // Added through the admin API (POST /admin/pools/{pool}/backends), not from
+  // gateway.yaml. Such a backend starts unhealthy in a pool with health checks
+  // and takes traffic once one check passes; it survives reloads while its
+  // pool exists and its name is not taken by the file.
+  bool added_at_runtime = false;
 };
 
 // How a pool spreads requests over the available backends of a tier.
@@ -106,6 +111,21 @@ struct TierConfig {
   std::string model;             // rewrite the request's model to this; empty: keep
 };
 
+// Scale from zero (`scale_from_zero:` of a pool): while no backend of the pool
+// is available (none configured, or none up), new requests are held instead
+// of shed: at most `hold` per pool (across workers), each at most
+// `hold_timeout`. While anything is held the gateway POSTs `wake` (at most
+// once per second, from a thread of its own; failures are logged). Held
+// requests are released in arrival order once a backend is available; the
+// others get 503 with Retry-After `retry_after_s`.
+struct ScaleFromZeroConfig {
+  bool enabled = false;
+  uint32_t hold = 64;
+  std::chrono::milliseconds hold_timeout{60'000};
+  std::string wake;  // http://host:port/path; empty: nothing is called
+  uint32_t retry_after_s = 5;
+};
+
 struct PoolConfig {
   std::string name;
   Balance balance = Balance::kLeastRequest;
@@ -122,6 +142,9 @@ struct PoolConfig {
   std::chrono::milliseconds pending_timeout{0};
   // Retry-After (seconds) on a 503 when nothing can serve.
   uint32_t shed_retry_after_s = 5;
+  // With it, tiers may have no backend in gateway.yaml (they are added through
+  // the admin API, e.g. by `gantry autoscale`).
+  ScaleFromZeroConfig scale_from_zero;
   // A pool made for a route that names a single `backend:` (no health checks,
   // no ejection, no retries beyond a stale pooled connection).
   bool implicit = false;
