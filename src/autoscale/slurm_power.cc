@@ -57,8 +57,12 @@ class PowerLog {
   PowerLog(const std::string& path, const Clock& clock, PowerAction action,
            std::string_view hostlist)
       : path_(path), clock_(clock) {
-    prefix_ = std::string(ActionName(action)) + "[" + std::to_string(getpid()) + "] " +
-              std::string(hostlist) + ": ";
+    // A call for thousands of nodes would otherwise repeat a long list on every line.
+    constexpr size_t kMaxShown = 120;
+    std::string shown(hostlist.substr(0, kMaxShown));
+    if (hostlist.size() > kMaxShown) shown += "...";
+    prefix_ =
+        std::string(ActionName(action)) + "[" + std::to_string(getpid()) + "] " + shown + ": ";
     if (path.empty()) return;
     fd_ = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) {
@@ -164,7 +168,10 @@ Status RunOne(const std::vector<std::string>& argv, std::chrono::milliseconds ti
 // with `{node}` makes it one run per node (side by side, kMaxParallel at a
 // time); with neither, the hostlist is appended as the last argument, as
 // Slurm itself calls its programs. ResumeFail runs the suspend command (the
-// node is to be cleaned up, as CycleCloud's ResumeFail = suspend).
+// node is to be cleaned up, as CycleCloud's ResumeFail = suspend). Each run
+// may take resume_timeout (suspend too: there is no suspend_timeout); a
+// command that starts a daemon must detach it from its stdout and stderr, which
+// are read until they close.
 Result<PowerResult> RunCommands(const SlurmPowerConfig& config, PowerAction action,
                                 const std::vector<std::string>& nodes, PowerLog& plog) {
   const bool resume = action == PowerAction::kResume;
