@@ -56,7 +56,7 @@ bench-storage: build
 
 # libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
-FUZZERS := fuzz_units fuzz_config fuzz_ckpt_format fuzz_http_parser fuzz_gateway_sniff fuzz_security_jwt fuzz_advise fuzz_health_profile fuzz_drift_readers fuzz_storage_parsers fuzz_scheduled_events fuzz_agent_config fuzz_backup_manifest fuzz_registry_statement fuzz_gateway_anomaly fuzz_assess_arm fuzz_jobs_workflow
+FUZZERS := fuzz_units fuzz_config fuzz_ckpt_format fuzz_http_parser fuzz_gateway_sniff fuzz_security_jwt fuzz_advise fuzz_health_profile fuzz_drift_readers fuzz_storage_parsers fuzz_scheduled_events fuzz_agent_config fuzz_backup_manifest fuzz_registry_statement fuzz_gateway_anomaly fuzz_assess_arm fuzz_jobs_workflow fuzz_autoscale_hostlist
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGANTRY_FUZZ=ON -DGANTRY_WITH_CUDA=OFF
