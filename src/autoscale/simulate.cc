@@ -54,9 +54,9 @@ struct Instance {
   int64_t ready_at = 0;
   bool draining = false;
   int64_t inflight = 0;
-  int64_t busy = 0;          // cumulative busy slot-seconds (the CPU counter)
+  int64_t busy = 0;            // cumulative busy slot-seconds (the CPU counter)
   int64_t busy_at_scrape = 0;  // `busy` at the previous scrape
-  std::vector<int64_t> ends;  // ring: requests finishing at t, indexed by t % service
+  std::vector<int64_t> ends;   // ring: requests finishing at t, indexed by t % service
 };
 
 }  // namespace
@@ -289,8 +289,7 @@ Result<SimResult> Simulate(const RequestTrace& trace, const CapacityModel& model
           if (n > 0 && current > 0) {
             const double avg = sum / static_cast<double>(n);
             const double unready = avg > util_target ? 0 : util_target;
-            m.value = (avg * static_cast<double>(n) +
-                       unready * static_cast<double>(current - n)) /
+            m.value = (avg * static_cast<double>(n) + unready * static_cast<double>(current - n)) /
                       static_cast<double>(current);
           } else {
             m.error = "no ready instance reports utilisation";
