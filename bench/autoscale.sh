@@ -5,7 +5,13 @@
 #   min 1, default behavior); KEDA on queue length (min 0, cooldown 300 s,
 #   activation 0, polling 30 s at zero); Gantry on the gateway's in flight +
 #   pending + held with scale to zero (settings: GantrySettings in simulate.h).
-# The baselines run at their documented defaults. Instances take STARTUP s to
+# The baselines run at their documented defaults, signal paths included: the
+# HPA reads metrics-server's 15 s CPU average (--metric-resolution 15 s),
+# published up to 15 s before (modelled 8 s), with pods not ready for a whole
+# window set aside (CPU initialization period); KEDA reads the Prometheus
+# sample of the last 15 s scrape; Gantry reads the gateway's gauges live, as
+# its controller scrapes /metrics when it evaluates (sources in simulate.h).
+# Instances take STARTUP s to
 # become ready (a GPU VM or pod loading its model), serve CONCURRENCY requests
 # at once for SERVICE s each; requests queue at the gateway while there is no
 # free slot. Prints instance-hours, requests that waited > 1 s, the worst
@@ -35,7 +41,7 @@ while (($#)); do
     --hourly) args+=(--hourly) ;;
     --trace) [[ $# -ge 2 ]] || { echo "autoscale.sh: --trace needs a file" >&2; exit 2; }
              trace_args=(--trace "$2"); shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "autoscale.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift

@@ -54,7 +54,9 @@ struct Instance {
   int64_t ready_at = 0;
   bool draining = false;
   int64_t inflight = 0;
-  std::vector<int64_t> ends;  // ring: requests finishing at t, indexed by t % service
+  int64_t busy = 0;            // cumulative busy slot-seconds (the CPU counter)
+  int64_t busy_at_scrape = 0;  // `busy` at the previous scrape
+  std::vector<int64_t> ends;   // ring: requests finishing at t, indexed by t % service
 };
 
 }  // namespace
@@ -144,6 +146,11 @@ Result<SimResult> Simulate(const RequestTrace& trace, const CapacityModel& model
   if (rules.interval < Seconds(1) || rules.interval_at_zero < Seconds(1)) {
     return InvalidArgument("rule set '" + rules.name + "': intervals must be >= 1 s");
   }
+  if (rules.scrape < Seconds(0) || rules.scrape_phase < Seconds(0) ||
+      (rules.scrape > Seconds(0) && rules.scrape_phase >= rules.scrape)) {
+    return InvalidArgument("rule set '" + rules.name +
+                           "': scrape must be >= 0 s and scrape_phase in [0, scrape)");
+  }
   std::unique_ptr<Decider> decider;
   double util_target = 0;
   std::string metric;
@@ -174,6 +181,10 @@ Result<SimResult> Simulate(const RequestTrace& trace, const CapacityModel& model
   double instance_seconds = 0, wait_sum = 0;
   std::vector<double> costs;
   int64_t next_eval = 0;
+  const int64_t scrape = rules.scrape.count(), phase = rules.scrape_phase.count();
+  bool published = false;  // a scrape has happened
+  double pub_queue = 0, pub_usage = 0;
+  int64_t pub_samples = 0;
   const auto trace_len = static_cast<int64_t>(trace.arrivals.size());
   const auto wall0 = std::chrono::system_clock::time_point(std::chrono::seconds(1796601600));
 
@@ -221,6 +232,25 @@ Result<SimResult> Simulate(const RequestTrace& trace, const CapacityModel& model
     }
     // 5. Drained instances leave.
     std::erase_if(instances, [](const Instance& in) { return in.draining && in.inflight == 0; });
+    // The scrapers: the kubelet's CPU counter advances by the slots busy this
+    // second; metrics-server / Prometheus publish at their phase.
+    for (Instance& in : instances) in.busy += in.inflight;
+    if (scrape > 0 && t % scrape == phase) {
+      pub_queue = static_cast<double>(queued);
+      pub_usage = 0;
+      pub_samples = 0;
+      for (Instance& in : instances) {
+        // A sample only for a pod ready for the whole window (the CPU
+        // initialization period); a draining pod is terminating: no sample.
+        if (!in.draining && in.ready_at <= t + 1 - scrape) {
+          pub_usage += 100.0 * static_cast<double>(in.busy - in.busy_at_scrape) /
+                       static_cast<double>(scrape * model.concurrency);
+          ++pub_samples;
+        }
+        in.busy_at_scrape = in.busy;
+      }
+      published = true;
+    }
 
     // 6. Evaluate.
     int64_t current = 0, ready = 0, inflight_ready = 0, inflight = 0;
@@ -244,20 +274,36 @@ Result<SimResult> Simulate(const RequestTrace& trace, const CapacityModel& model
       MetricSample m;
       m.name = metric;
       switch (rules.signal) {
-        case Signal::kUtilization:
-          if (ready > 0) {
-            const double avg = 100.0 * static_cast<double>(inflight_ready) /
-                               static_cast<double>(model.concurrency * ready);
+        case Signal::kUtilization: {
+          double sum = 0;
+          int64_t n = 0;
+          if (scrape == 0) {  // live: this second's busy slots of the ready instances
+            sum = ready > 0 ? 100.0 * static_cast<double>(inflight_ready) /
+                                  static_cast<double>(model.concurrency)
+                            : 0;
+            n = ready;
+          } else if (published) {
+            sum = pub_usage;
+            n = std::min(pub_samples, current);
+          }
+          if (n > 0 && current > 0) {
+            const double avg = sum / static_cast<double>(n);
             const double unready = avg > util_target ? 0 : util_target;
-            m.value = (avg * static_cast<double>(ready) +
-                       unready * static_cast<double>(current - ready)) /
+            m.value = (avg * static_cast<double>(n) + unready * static_cast<double>(current - n)) /
                       static_cast<double>(current);
           } else {
             m.error = "no ready instance reports utilisation";
           }
           break;
+        }
         case Signal::kQueue:
-          m.value = static_cast<double>(queued);
+          if (scrape == 0) {
+            m.value = static_cast<double>(queued);
+          } else if (published) {
+            m.value = pub_queue;
+          } else {
+            m.error = "no scrape yet";
+          }
           break;
         case Signal::kQueueAware:
           m.value = static_cast<double>(inflight + queued);
@@ -350,9 +396,12 @@ std::vector<RuleSet> StandardRuleSets(const RequestTrace& trace, const CapacityM
   h.name = "HPA (cpu 70%)";
   h.spec = hpa;
   h.signal = Signal::kUtilization;
+  h.scrape = Seconds(15);  // metrics-server --metric-resolution (simulate.h)
+  h.scrape_phase = Seconds(7);
   h.notes =
       "utilisation target 70 %, min 1, default behavior (up max(4 pods, 100 %)/15 s, "
-      "down 300 s window, 100 %/15 s), every 15 s";
+      "down 300 s window, 100 %/15 s), every 15 s, on a 15 s CPU average scraped 8 s "
+      "before";
   out.push_back(h);
 
   // KEDA on a queue length: threshold one instance's concurrency of waiting
@@ -370,9 +419,11 @@ std::vector<RuleSet> StandardRuleSets(const RequestTrace& trace, const CapacityM
   k.spec = keda;
   k.signal = Signal::kQueue;
   k.interval_at_zero = Seconds(30);
+  k.scrape = Seconds(15);  // Prometheus scrape_interval (simulate.h)
+  k.scrape_phase = Seconds(7);
   k.notes = "queue length, threshold " + std::to_string(model.concurrency) +
             " per instance, min 0, cooldown 300 s, activation 0, polling 30 s at 0, "
-            "HPA defaults at 1..N";
+            "HPA defaults at 1..N, on a Prometheus sample scraped every 15 s (8 s before)";
   out.push_back(k);
 
   // Gantry: in flight + pending + held from the gateway (GantrySettings: the

@@ -21,6 +21,46 @@
 //      start to its removal, startup and draining included.
 // The run lasts the trace and then until the queue is empty.
 //
+// Signal paths (what each rule set's decider can know at an evaluation), from
+// the documented defaults:
+//   * HPA on CPU. kube-controller-manager --horizontal-pod-autoscaler-sync-
+//     period 15 s (kubernetes/website concepts/workloads/autoscaling/
+//     horizontal-pod-autoscale.md; k8s.io/kubernetes/pkg/controller/
+//     podautoscaler/config). The CPU figure is not instantaneous: "CPU is
+//     reported as the average usage ... over a period of time ... a rate over
+//     a cumulative CPU counter ... The kubelet chooses the window"
+//     (kubernetes-sigs/metrics-server FAQ.md, "How CPU usage is calculated?";
+//     "latest values (last 15s)"). metrics-server scrapes every
+//     --metric-resolution: 15 s in the upstream manifests (kubernetes/
+//     kubernetes#117121 "Set metrics-server's metric-resolution to 15s ...
+//     align with the upstream manifests"; the binary's own default was 60 s,
+//     FAQ.md "How often metrics are scraped?"), so the HPA reads a 15 s
+//     average published up to 15 s before. Unready pods (B5,
+//     ../shared/reference/jobs-autoscale.md; replica_calculator.go):
+//     --horizontal-pod-autoscaler-cpu-initialization-period 5 min: within it
+//     a pod's sample is set aside unless the pod was ready for the whole
+//     sample window; --horizontal-pod-autoscaler-initial-readiness-delay 30 s
+//     (after it, readiness flaps still set samples aside; none here). Set-aside
+//     pods count 0 % on a scale-up, as target otherwise (HPA rebalancing).
+//     Modelled: scrape 15 s; an instance's sample = busy slots / concurrency
+//     averaged over the 15 s before the scrape, only if it was ready for the
+//     whole window (a startup is < 5 min here, so the init period always
+//     applies to a new instance's first window).
+//   * KEDA on Prometheus. pollingInterval 30 s at zero, the HPA's 15 s at
+//     1..N (B5, keda-docs scaledobject-spec.md). The Prometheus scaler runs
+//     an instant query, so it sees the series as of the last scrape.
+//     Prometheus's own default scrape_interval is 1 m; its shipped example
+//     config and most KEDA examples use 15 s ("scrape_interval: 15s # ...
+//     Default is every 1 minute", prometheus.yml). Modelled: 15 s (the
+//     examples; the shorter, the stronger KEDA is).
+//   * The scrapers and controllers are not synchronised; the sample's age at
+//     an evaluation is uniform over the interval. Deterministic model: every
+//     scrape at phase 7 s of the 15 s evaluation grid (the mean age, 8 s at
+//     the evaluation; the HPA's CPU window thus ends 8 s and starts 23 s
+//     before it).
+//   * Gantry reads the gateway's gauges live: the controller scrapes the
+//     gateway's /metrics when it evaluates (src/autoscale/metrics.cc).
+//
 // Thread-safety: the functions are pure; a run owns its decider.
 #pragma once
 
@@ -73,10 +113,10 @@ struct CapacityModel {
 
 // What the decider's metric measures (each anchor's signal).
 enum class Signal {
-  // HPA on CPU-like utilisation: percent busy slots averaged over ready
-  // instances, with not-ready instances counted as 0 % when the ready ones are
-  // above target and as 100 % of target otherwise (the HPA's rule for unready
-  // pods, B5); missing when no instance is ready.
+  // HPA on CPU-like utilisation: percent busy slots averaged over the
+  // instances with a sample (see RuleSet::scrape), the others counted as 0 %
+  // when those are above target and as 100 % of target otherwise (the HPA's
+  // rule for unready pods, B5); missing when no instance has a sample.
   kUtilization,
   // KEDA on a queue length (Prometheus-like): the requests waiting, total.
   kQueue,
@@ -93,6 +133,14 @@ struct RuleSet {
   Signal signal = Signal::kQueueAware;
   Seconds interval{15};          // evaluation period
   Seconds interval_at_zero{15};  // at 0 instances (KEDA polls every 30 s)
+  // Where the signal comes from (see "Signal paths" above). scrape 0: read
+  // live at the evaluation (Gantry scrapes the gateway itself). Otherwise a
+  // scraper publishes a sample every `scrape` seconds, at t = phase (mod
+  // scrape), after the second's dispatch; the decider reads the last one
+  // published. kUtilization's sample is each instance's busy slots averaged
+  // over the scrape's window (the kubelet's CPU rate); kQueue's is the gauge.
+  Seconds scrape{0};
+  Seconds scrape_phase{0};
   // The gateway wakes the target when it holds requests at 0 instances: an
   // evaluation at once, with Observation::wake.
   bool wake = false;
