@@ -82,6 +82,10 @@ void RegisterAssess(CLI::App& app, Action* action);
 // jobs_cmd.cc: `gantry jobs run|resume|status|logs|cancel|check|replay`.
 void RegisterJobs(CLI::App& app, Action* action);
 
+// autoscale_cmd.cc: `gantry autoscale run|check|status|slurm-resume|slurm-suspend|
+// slurm-resume-fail`.
+void RegisterAutoscale(CLI::App& app, Action* action);
+
 // registry_cmd.cc: `gantry registry
 // register|list|show|versions|alias|download|sign|verify|search|...`.
 void RegisterRegistry(CLI::App& app, Action* action);

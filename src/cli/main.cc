@@ -57,6 +57,7 @@ int Main(int argc, char** argv) {
   RegisterDrift(app, &action);
   RegisterAssess(app, &action);
   RegisterJobs(app, &action);
+  RegisterAutoscale(app, &action);
   RegisterRegistry(app, &action);
   RegisterAgent(app, &action);
   RegisterReport(app, &action);
