@@ -325,7 +325,7 @@ TEST(KedaDecide, MinOneIgnoresActivation) {
   Trace tr(spec, {"queue"});
   tr.Run({
       // 0 / (4 x 1) = 0 < 0.9 -> ceil(0) = 0 -> the clamp to min 1
-      {0, 1, {0}, 1, Reason::kClampedMin},
+      {0, 1, {0}, 1, Reason::kStabilized},  // the history is seeded with the current 1
       {600, 1, {0}, 1, Reason::kClampedMin},  // never deactivated
       {615, 0, {0}, 1, Reason::kClampedMin},  // at 0 with min 1: the clamp, no activation needed
   });
@@ -673,9 +673,11 @@ TEST(DecideSpec, StateHoldsTheHistory) {
   const Json j = tr.decider().State();
   EXPECT_EQ(j["mode"], "hpa");
   EXPECT_EQ(j["last_active_s"], 15.0);
-  ASSERT_EQ(j["recommendations"].size(), 2u) << j.dump();
-  EXPECT_EQ(j["recommendations"][0]["replicas"], 3);
-  EXPECT_EQ(j["recommendations"][1]["replicas"], 10);
+  // The first entry is the seed: the count at first sight (0), as the HPA does.
+  ASSERT_EQ(j["recommendations"].size(), 3u) << j.dump();
+  EXPECT_EQ(j["recommendations"][0]["replicas"], 0);
+  EXPECT_EQ(j["recommendations"][1]["replicas"], 3);
+  EXPECT_EQ(j["recommendations"][2]["replicas"], 10);
   // 0 -> 3 at t=0 aged out of the longest period (15 s); 3 -> 7 at t=15 is kept.
   ASSERT_EQ(j["scale_events"].size(), 1u) << j.dump();
   EXPECT_EQ(j["scale_events"][0]["change"], 4);
