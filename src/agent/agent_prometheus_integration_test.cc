@@ -22,6 +22,7 @@
 #include "gantry/agent/agent.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"
+#include "testing/child_process.h"
 #include "testing/fake_nvml_scenario.h"
 #include "testing/temp_dir.h"
 
@@ -32,26 +33,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string FindTool(const std::string& name) {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
-    std::string p = std::string(dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  uint16_t port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+using gantry::testing::FindTool;
+using gantry::testing::FreePort;
 
 // A child process with stdin from `stdin_path` (or /dev/null) and stdout +
 // stderr into `log_path`; killed (TERM, then KILL) when destroyed.
