@@ -12,9 +12,9 @@ namespace {
 std::vector<std::string> Substitute(std::vector<std::string> argv, int64_t desired,
                                     const std::vector<std::string>& victims) {
   for (std::string& a : argv) {
-    for (auto [key, value] : {std::pair<std::string_view, std::string>{"{desired}",
-                                                                       std::to_string(desired)},
-                              {"{victims}", Join(victims, ",")}}) {
+    for (auto [key, value] :
+         {std::pair<std::string_view, std::string>{"{desired}", std::to_string(desired)},
+          {"{victims}", Join(victims, ",")}}) {
       for (size_t at = a.find(key); at != std::string::npos; at = a.find(key, at + value.size())) {
         a.replace(at, key.size(), value);
       }
@@ -39,9 +39,9 @@ class CommandActuator : public Actuator {
     std::string_view first = out.substr(0, out.find_first_of(" \t\r\n"));
     int64_t n = 0;
     if (!ParseNumber(first, &n) || n < 0) {
-      return Unavailable(fmt::format(
-          "actuator command {}: printed '{}'; it must print the current count first", c_.read[0],
-          first.substr(0, 60)));
+      return Unavailable(
+          fmt::format("actuator command {}: printed '{}'; it must print the current count first",
+                      c_.read[0], first.substr(0, 60)));
     }
     // An optional second number is the ready count ("3 2": 3 asked for, 2 up).
     Capacity cap{.target = n, .ready = n};

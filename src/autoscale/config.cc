@@ -119,9 +119,9 @@ Result<uint8_t> Days(const Config& c, std::string_view key) {
     } else {
       int d = day(s);
       if (d < 0) {
-        return Bad(c, key,
-                   fmt::format("unknown day '{}'; use mon..sun, a range mon-fri, weekdays or all",
-                               item));
+        return Bad(
+            c, key,
+            fmt::format("unknown day '{}'; use mon..sun, a range mon-fri, weekdays or all", item));
       }
       mask |= static_cast<uint8_t>(1u << d);
     }
@@ -149,7 +149,8 @@ Result<std::chrono::system_clock::time_point> Timestamp(const Config& c, std::st
   if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 ||
       z != 'Z') {
-    return Bad(c, key, fmt::format("expected a UTC time such as 2026-12-24T00:00:00Z, got '{}'", s));
+    return Bad(c, key,
+               fmt::format("expected a UTC time such as 2026-12-24T00:00:00Z, got '{}'", s));
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
@@ -231,9 +232,8 @@ Result<MetricSourceConfig> Metric(const Config& c, Mode mode, MetricTarget* targ
     ASSIGN_OR_RETURN(m.url, Required(g, "url"));
     ASSIGN_OR_RETURN(m.pool, Required(g, "pool"));
     ASSIGN_OR_RETURN(m.signal, g.GetString("signal", "in_flight_and_pending"));
-    static const std::set<std::string> kSignals = {"in_flight", "pending", "held",
-                                                   "in_flight_and_pending", "request_rate",
-                                                   "shed_rate"};
+    static const std::set<std::string> kSignals = {
+        "in_flight", "pending", "held", "in_flight_and_pending", "request_rate", "shed_rate"};
     if (!kSignals.contains(m.signal)) {
       return Bad(g, "signal",
                  fmt::format("unknown gateway signal '{}'; use in_flight, pending, held, "
@@ -265,9 +265,10 @@ Result<MetricSourceConfig> Metric(const Config& c, Mode mode, MetricTarget* targ
     ASSIGN_OR_RETURN(m.command, Argv(c, "command", true));
   }
   if (kinds != 1) {
-    return Bad(c, "", fmt::format("metric '{}' needs exactly one of prometheus, gateway, agent or "
-                                  "command (found {})",
-                                  m.name, kinds));
+    return Bad(c, "",
+               fmt::format("metric '{}' needs exactly one of prometheus, gateway, agent or "
+                           "command (found {})",
+                           m.name, kinds));
   }
   for (char ch : m.url) {
     if (std::isspace(static_cast<unsigned char>(ch))) return Bad(c, "", "a URL contains a space");
@@ -314,9 +315,9 @@ Result<Op> ParseOp(const Config& c, std::string_view key) {
 }
 
 Result<Rule> ParseRule(const Config& c, const std::set<std::string>& metrics) {
-  RETURN_IF_ERROR(c.CheckKnownKeys("", {"metric", "aggregation", "window", "divide_per_instance",
-                                        "operator", "threshold", "direction", "type", "value",
-                                        "cooldown"}));
+  RETURN_IF_ERROR(
+      c.CheckKnownKeys("", {"metric", "aggregation", "window", "divide_per_instance", "operator",
+                            "threshold", "direction", "type", "value", "cooldown"}));
   Rule r;
   ASSIGN_OR_RETURN(r.metric, Required(c, "metric"));
   if (!metrics.contains(r.metric)) {
@@ -332,9 +333,9 @@ Result<Rule> ParseRule(const Config& c, const std::set<std::string>& metrics) {
     if (AsciiLower(agg) == name) r.aggregation = value, found = true;
   }
   if (!found) {
-    return Bad(c, "aggregation",
-               fmt::format("expected Average, Minimum, Maximum, Total, Count or Last, got '{}'",
-                           agg));
+    return Bad(
+        c, "aggregation",
+        fmt::format("expected Average, Minimum, Maximum, Total, Count or Last, got '{}'", agg));
   }
   ASSIGN_OR_RETURN(r.window, Secs(c, "window", r.window));
   if (r.window < Seconds(60) || r.window > Seconds(12 * 3600)) {
@@ -362,9 +363,9 @@ Result<Rule> ParseRule(const Config& c, const std::set<std::string>& metrics) {
   } else if (type == "exactcount") {
     r.type = ActionType::kExactCount;
   } else {
-    return Bad(c, "type",
-               fmt::format("expected ChangeCount, PercentChangeCount or ExactCount, got '{}'",
-                           type));
+    return Bad(
+        c, "type",
+        fmt::format("expected ChangeCount, PercentChangeCount or ExactCount, got '{}'", type));
   }
   ASSIGN_OR_RETURN(r.value, c.GetInt("value", 1));
   if (r.value < (r.type == ActionType::kExactCount ? 0 : 1)) {
@@ -378,19 +379,21 @@ Result<Rule> ParseRule(const Config& c, const std::set<std::string>& metrics) {
 }
 
 Result<Profile> ParseProfile(const Config& c, const std::set<std::string>& metrics) {
-  RETURN_IF_ERROR(c.CheckKnownKeys(
-      "", {"name", "min", "max", "default", "recurrence", "fixed_date", "rules"}));
+  RETURN_IF_ERROR(
+      c.CheckKnownKeys("", {"name", "min", "max", "default", "recurrence", "fixed_date", "rules"}));
   Profile p;
   ASSIGN_OR_RETURN(p.name, Required(c, "name"));
   ASSIGN_OR_RETURN(p.minimum, c.GetInt("min", 0));
   ASSIGN_OR_RETURN(p.maximum, c.GetInt("max", 1));
   ASSIGN_OR_RETURN(p.default_count, c.GetInt("default", p.minimum));
   if (p.minimum < 0 || p.maximum < p.minimum || p.maximum < 1) {
-    return Bad(c, "max", fmt::format("expected 0 <= min <= max and max >= 1, got min {} max {}",
-                                     p.minimum, p.maximum));
+    return Bad(c, "max",
+               fmt::format("expected 0 <= min <= max and max >= 1, got min {} max {}", p.minimum,
+                           p.maximum));
   }
   if (p.default_count < p.minimum || p.default_count > p.maximum) {
-    return Bad(c, "default", fmt::format("expected min <= default <= max, got {}", p.default_count));
+    return Bad(c, "default",
+               fmt::format("expected min <= default <= max, got {}", p.default_count));
   }
   if (c.Has("recurrence") && c.Has("fixed_date")) {
     return Bad(c, "fixed_date", "a profile has a recurrence or a fixed date, not both");
@@ -423,9 +426,9 @@ Result<AzureCredentialConfig> Credential(const Config& c) {
     cred.managed_identity = true;  // the default on an Azure VM
     return cred;
   }
-  RETURN_IF_ERROR(c.CheckKnownKeys("", {"managed_identity", "client_id", "tenant_id",
-                                        "client_secret_env", "token_env", "imds_endpoint",
-                                        "authority"}));
+  RETURN_IF_ERROR(
+      c.CheckKnownKeys("", {"managed_identity", "client_id", "tenant_id", "client_secret_env",
+                            "token_env", "imds_endpoint", "authority"}));
   ASSIGN_OR_RETURN(cred.managed_identity, c.GetBool("managed_identity", false));
   ASSIGN_OR_RETURN(cred.client_id, c.GetString("client_id", ""));
   ASSIGN_OR_RETURN(cred.tenant_id, c.GetString("tenant_id", ""));
@@ -449,9 +452,9 @@ Result<AzureCredentialConfig> Credential(const Config& c) {
 }
 
 Result<VmssConfig> Vmss(const Config& c) {
-  RETURN_IF_ERROR(c.CheckKnownKeys("", {"subscription", "resource_group", "name", "endpoint",
-                                        "api_version", "force_deletion", "timeout",
-                                        "operation_timeout", "credential"}));
+  RETURN_IF_ERROR(
+      c.CheckKnownKeys("", {"subscription", "resource_group", "name", "endpoint", "api_version",
+                            "force_deletion", "timeout", "operation_timeout", "credential"}));
   VmssConfig v;
   ASSIGN_OR_RETURN(v.subscription, Required(c, "subscription"));
   ASSIGN_OR_RETURN(v.resource_group, Required(c, "resource_group"));
@@ -508,9 +511,9 @@ Result<ActuatorConfig> Actuator(const Config& c, const std::string& target,
     }
   } else if (keys[0] == "gateway") {
     a.kind = ActuatorConfig::Kind::kGateway;
-    RETURN_IF_ERROR(s.CheckKnownKeys("", {"url", "admin_key_env", "pool", "start", "ports",
-                                          "backend_prefix", "ready_timeout", "drain_timeout",
-                                          "stop_grace"}));
+    RETURN_IF_ERROR(
+        s.CheckKnownKeys("", {"url", "admin_key_env", "pool", "start", "ports", "backend_prefix",
+                              "ready_timeout", "drain_timeout", "stop_grace"}));
     GatewayActuatorConfig& g = a.gateway;
     ASSIGN_OR_RETURN(g.url, Required(s, "url"));
     ASSIGN_OR_RETURN(g.admin_key_env, s.GetString("admin_key_env", g.admin_key_env));
@@ -520,8 +523,8 @@ Result<ActuatorConfig> Actuator(const Config& c, const std::string& target,
     char extra = 0;
     if (std::sscanf(ports.c_str(), "%d-%d%c", &g.port_min, &g.port_max, &extra) != 2 ||
         g.port_min < 1 || g.port_max > 65535 || g.port_min > g.port_max) {
-      return Bad(s, "ports", fmt::format("expected a port range such as 20000-20999, got '{}'",
-                                         ports));
+      return Bad(s, "ports",
+                 fmt::format("expected a port range such as 20000-20999, got '{}'", ports));
     }
     ASSIGN_OR_RETURN(g.backend_prefix, s.GetString("backend_prefix", target + "-"));
     ASSIGN_OR_RETURN(g.ready_timeout, Millis(s, "ready_timeout", g.ready_timeout, milliseconds(1)));
@@ -533,8 +536,7 @@ Result<ActuatorConfig> Actuator(const Config& c, const std::string& target,
     RETURN_IF_ERROR(s.CheckKnownKeys("", {"read", "scale", "timeout"}));
     ASSIGN_OR_RETURN(a.command.read, Argv(s, "read", true));
     ASSIGN_OR_RETURN(a.command.scale, Argv(s, "scale", true));
-    ASSIGN_OR_RETURN(a.command.timeout,
-                     Millis(s, "timeout", a.command.timeout, milliseconds(1)));
+    ASSIGN_OR_RETURN(a.command.timeout, Millis(s, "timeout", a.command.timeout, milliseconds(1)));
   }
   return a;
 }
@@ -547,15 +549,15 @@ bool ValidName(std::string_view name) {
 }
 
 Result<TargetConfig> Target(const Config& c, const std::string& state_dir) {
-  RETURN_IF_ERROR(c.CheckKnownKeys(
-      "", {"name", "min", "max", "interval", "mode", "metrics", "behavior", "cooldown",
-           "initial_cooldown", "fallback", "schedules", "floor_metric", "profiles", "scale_in",
-           "actuator"}));
+  RETURN_IF_ERROR(
+      c.CheckKnownKeys("", {"name", "min", "max", "interval", "mode", "metrics", "behavior",
+                            "cooldown", "initial_cooldown", "fallback", "schedules", "floor_metric",
+                            "profiles", "scale_in", "actuator"}));
   TargetConfig t;
   ASSIGN_OR_RETURN(t.name, Required(c, "name"));
   if (!ValidName(t.name)) {
-    return Bad(c, "name", fmt::format("'{}' is not a name: use letters, digits, - _ . (<= 63)",
-                                      t.name));
+    return Bad(c, "name",
+               fmt::format("'{}' is not a name: use letters, digits, - _ . (<= 63)", t.name));
   }
   DecisionSpec& d = t.decision;
   d.target = t.name;
@@ -630,9 +632,9 @@ Result<TargetConfig> Target(const Config& c, const std::string& state_dir) {
     for (const Config& p : profiles) {
       ASSIGN_OR_RETURN(Profile profile, ParseProfile(p, names));
       if (profile.minimum < d.min || profile.maximum > d.max) {
-        return Bad(p, "max", fmt::format("profile '{}' ({}..{}) goes outside the target's {}..{}",
-                                         profile.name, profile.minimum, profile.maximum, d.min,
-                                         d.max));
+        return Bad(p, "max",
+                   fmt::format("profile '{}' ({}..{}) goes outside the target's {}..{}",
+                               profile.name, profile.minimum, profile.maximum, d.min, d.max));
       }
       if (!profile.recurrence && !profile.fixed_date) ++defaults;
       d.profiles.push_back(std::move(profile));
@@ -651,7 +653,8 @@ Result<TargetConfig> Target(const Config& c, const std::string& state_dir) {
   ASSIGN_OR_RETURN(std::vector<Config> schedules, c.Items("schedules"));
   for (const Config& s : schedules) {
     Schedule sched;
-    ASSIGN_OR_RETURN(sched.name, s.GetString("name", fmt::format("schedule-{}", d.schedules.size())));
+    ASSIGN_OR_RETURN(sched.name,
+                     s.GetString("name", fmt::format("schedule-{}", d.schedules.size())));
     ASSIGN_OR_RETURN(sched.window, Window(s));
     if (!s.Has("min")) return Bad(s, "min", "is required (the floor during the window)");
     ASSIGN_OR_RETURN(sched.min, s.GetInt("min", 0));
@@ -670,8 +673,7 @@ Result<TargetConfig> Target(const Config& c, const std::string& state_dir) {
       ASSIGN_OR_RETURN(t.scale_in.drain_gateway, Required(dr, "gateway"));
       ASSIGN_OR_RETURN(t.scale_in.drain_admin_key_env,
                        dr.GetString("admin_key_env", t.scale_in.drain_admin_key_env));
-      ASSIGN_OR_RETURN(t.scale_in.drain_timeout,
-                       Millis(dr, "timeout", t.scale_in.drain_timeout));
+      ASSIGN_OR_RETURN(t.scale_in.drain_timeout, Millis(dr, "timeout", t.scale_in.drain_timeout));
     }
     ASSIGN_OR_RETURN(t.scale_in.victim_check, Argv(s, "victim_check", false));
   }
@@ -685,8 +687,8 @@ Result<TargetConfig> Target(const Config& c, const std::string& state_dir) {
 }
 
 Result<SlurmPowerConfig> Slurm(const Config& c) {
-  RETURN_IF_ERROR(c.CheckKnownKeys("", {"nodes", "vmss", "resume_command", "suspend_command",
-                                        "resume_timeout", "log_file"}));
+  RETURN_IF_ERROR(c.CheckKnownKeys(
+      "", {"nodes", "vmss", "resume_command", "suspend_command", "resume_timeout", "log_file"}));
   SlurmPowerConfig s;
   ASSIGN_OR_RETURN(s.nodes, Required(c, "nodes"));
   s.use_vmss = c.Has("vmss");
@@ -700,7 +702,8 @@ Result<SlurmPowerConfig> Slurm(const Config& c) {
     ASSIGN_OR_RETURN(s.resume_command, Argv(c, "resume_command", true));
     ASSIGN_OR_RETURN(s.suspend_command, Argv(c, "suspend_command", true));
   }
-  ASSIGN_OR_RETURN(s.resume_timeout, Millis(c, "resume_timeout", s.resume_timeout, milliseconds(1)));
+  ASSIGN_OR_RETURN(s.resume_timeout,
+                   Millis(c, "resume_timeout", s.resume_timeout, milliseconds(1)));
   ASSIGN_OR_RETURN(s.log_file, c.GetString("log_file", ""));
   return s;
 }

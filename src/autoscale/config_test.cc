@@ -153,20 +153,24 @@ targets:
 
 TEST(AutoscaleConfig, ErrorsNameTheKeyAndLine) {
   const std::string head = "targets:\n  - name: a\n";
-  const std::string metric =
-      "    metrics: [{name: q, command: [/bin/echo, '1'], target: 1}]\n";
+  const std::string metric = "    metrics: [{name: q, command: [/bin/echo, '1'], target: 1}]\n";
   const std::string act = "    actuator: {command: {read: [/bin/echo, '1'], scale: [/bin/true]}}\n";
   struct Case {
     std::string yaml;
     std::string want;
   } cases[] = {
-      {head + "    min: 3\n    max: 2\n" + metric + act, "autoscale.yaml:4:10: key 'targets.0.max': 2 is below min 3"},
+      {head + "    min: 3\n    max: 2\n" + metric + act,
+       "autoscale.yaml:4:10: key 'targets.0.max': 2 is below min 3"},
       {head + metric + act, "key 'targets.0.max': is required"},
-      {head + "    max: 2\n    mxa: 3\n" + metric + act, "unknown key 'targets.0.mxa' (did you mean 'targets.0.max'?)"},
+      {head + "    max: 2\n    mxa: 3\n" + metric + act,
+       "unknown key 'targets.0.mxa' (did you mean 'targets.0.max'?)"},
       {head + "    max: 2\n" + metric, "key 'targets.0.actuator': is required"},
       {head + "    max: 2\n    metrics: [{name: q, target: 1}]\n" + act,
        "needs exactly one of prometheus, gateway, agent or command (found 0)"},
-      {head + "    max: 2\n    metrics: [{name: q, gateway: {url: 'http://x:1', pool: p, signal: depth}, target: 1}]\n" + act,
+      {head +
+           "    max: 2\n    metrics: [{name: q, gateway: {url: 'http://x:1', pool: p, signal: "
+           "depth}, target: 1}]\n" +
+           act,
        "unknown gateway signal 'depth'"},
       {head + "    max: 2\n    metrics: [{name: q, command: [/bin/echo], target: 0}]\n" + act,
        "key 'targets.0.metrics.0.target': expected a number > 0"},
@@ -180,31 +184,41 @@ TEST(AutoscaleConfig, ErrorsNameTheKeyAndLine) {
        "expected a time of day HH:MM"},
       {head + "    max: 2\n" + metric + "    schedules: [{from: '08:00'}]\n" + act,
        "key 'targets.0.schedules.0.min': is required"},
-      {head + "    max: 2\n" + metric +
-           "    actuator: {command: {read: [/bin/echo]}, vmss: {}}\n",
+      {head + "    max: 2\n" + metric + "    actuator: {command: {read: [/bin/echo]}, vmss: {}}\n",
        "expected exactly one of vmss, kubernetes, gateway or command"},
       {head + "    max: 2\n" + metric + "    actuator: {command: {read: /bin/echo, scale: [x]}}\n",
        "expected a command as a list of arguments"},
       {head + "    max: 2\n" + metric +
-           "    actuator: {vmss: {subscription: s, resource_group: r, name: n, credential: {tenant_id: t}}}\n",
+           "    actuator: {vmss: {subscription: s, resource_group: r, name: n, credential: "
+           "{tenant_id: t}}}\n",
        "a service principal needs tenant_id, client_id and client_secret_env"},
-      {head + "    max: 2\n" + metric +
-           "    actuator: {kubernetes: {name: x}}\n",
+      {head + "    max: 2\n" + metric + "    actuator: {kubernetes: {name: x}}\n",
        "expected exactly one of kubeconfig: FILE or in_cluster: true"},
       {head + "    max: 2\n    mode: rules\n" + metric + act, "remove target"},
       {head + "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n" + act,
        "mode: rules needs at least one profile"},
-      {head + "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
-              "    profiles: [{name: p, max: 2, rules: [{metric: x, operator: '>', threshold: 1, direction: Increase}]}]\n" + act,
+      {head +
+           "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
+           "    profiles: [{name: p, max: 2, rules: [{metric: x, operator: '>', threshold: 1, "
+           "direction: Increase}]}]\n" +
+           act,
        "no metric named 'x' in this target's metrics"},
-      {head + "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
-              "    profiles: [{name: p, max: 2, rules: [{metric: q, operator: '~', threshold: 1, direction: Increase}]}]\n" + act,
+      {head +
+           "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
+           "    profiles: [{name: p, max: 2, rules: [{metric: q, operator: '~', threshold: 1, "
+           "direction: Increase}]}]\n" +
+           act,
        "unknown operator '~'"},
-      {head + "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
-              "    profiles: [{name: p, max: 2, rules: [{metric: q, operator: '>', threshold: 1, direction: Increase, cooldown: 10s}]}]\n" + act,
+      {head +
+           "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
+           "    profiles: [{name: p, max: 2, rules: [{metric: q, operator: '>', threshold: 1, "
+           "direction: Increase, cooldown: 10s}]}]\n" +
+           act,
        "expected 1 min .. 1 week"},
-      {head + "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
-              "    profiles: [{name: p, max: 2, recurrence: {days: mon}}]\n" + act,
+      {head +
+           "    max: 2\n    mode: rules\n    metrics: [{name: q, command: [/bin/echo]}]\n"
+           "    profiles: [{name: p, max: 2, recurrence: {days: mon}}]\n" +
+           act,
        "expected exactly one default profile"},
       {head + "    max: 2\n" + metric + act + "  - name: a\n    max: 1\n" + metric + act,
        "a second target named 'a'"},
@@ -214,8 +228,9 @@ TEST(AutoscaleConfig, ErrorsNameTheKeyAndLine) {
   };
   for (const Case& c : cases) {
     std::string e = Error(c.yaml);
-    EXPECT_NE(e.find(c.want), std::string::npos) << "want: " << c.want << "\ngot: " << e
-                                                 << "\nyaml:\n" << c.yaml;
+    EXPECT_NE(e.find(c.want), std::string::npos)
+        << "want: " << c.want << "\ngot: " << e << "\nyaml:\n"
+        << c.yaml;
   }
 }
 

@@ -42,8 +42,9 @@ std::string Iso(std::chrono::system_clock::time_point t) {
 
 std::vector<std::string> Substitute(std::vector<std::string> argv, const Instance& inst) {
   for (std::string& a : argv) {
-    for (auto [key, value] : {std::pair<std::string_view, const std::string&>{"{instance}", inst.id},
-                              {"{name}", inst.name.empty() ? inst.id : inst.name}}) {
+    for (auto [key, value] :
+         {std::pair<std::string_view, const std::string&>{"{instance}", inst.id},
+          {"{name}", inst.name.empty() ? inst.id : inst.name}}) {
       for (size_t at = a.find(key); at != std::string::npos; at = a.find(key, at + value.size())) {
         a.replace(at, key.size(), value);
       }
@@ -83,8 +84,7 @@ struct Controller::Impl {
     // Published for /status (under Impl::state_mu).
     Json status = Json::object();
     // Gauges and counters (the registry owns them).
-    Gauge *desired = nullptr, *current = nullptr, *ready = nullptr, *min = nullptr,
-          *max = nullptr;
+    Gauge *desired = nullptr, *current = nullptr, *ready = nullptr, *min = nullptr, *max = nullptr;
     std::vector<Gauge*> metric_value;
     std::vector<Counter*> metric_errors;
   };
@@ -111,10 +111,11 @@ struct Controller::Impl {
   }
 
   void CountAction(const Target& t, std::string_view direction, std::string_view result) {
-    auto c = registry.GetCounter(
-        "gantry_autoscale_actions", "Scale actions sent to the actuator, by result",
-        {{"target", t.config.name}, {"direction", std::string(direction)},
-         {"result", std::string(result)}});
+    auto c = registry.GetCounter("gantry_autoscale_actions",
+                                 "Scale actions sent to the actuator, by result",
+                                 {{"target", t.config.name},
+                                  {"direction", std::string(direction)},
+                                  {"result", std::string(result)}});
     if (c.ok()) (*c)->Inc();
   }
 
@@ -137,12 +138,13 @@ struct Controller::Impl {
     // A half-started instance costs nothing to remove; among ready ones the
     // newest goes first (it holds the least warm state), then the highest id
     // (Azure's default order on a tie).
-    std::stable_sort(candidates.begin(), candidates.end(), [](const Instance& a, const Instance& b) {
-      if (a.ready != b.ready) return !a.ready;
-      if (a.created != b.created) return a.created > b.created;
-      if (a.id.size() != b.id.size()) return a.id.size() > b.id.size();
-      return a.id > b.id;
-    });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Instance& a, const Instance& b) {
+                       if (a.ready != b.ready) return !a.ready;
+                       if (a.created != b.created) return a.created > b.created;
+                       if (a.id.size() != b.id.size()) return a.id.size() > b.id.size();
+                       return a.id > b.id;
+                     });
     std::vector<Instance> out;
     for (const Instance& i : candidates) {
       if (static_cast<int64_t>(out.size()) >= want) break;
@@ -150,9 +152,9 @@ struct Controller::Impl {
         std::vector<std::string> argv = Substitute(t.config.scale_in.victim_check, i);
         auto r = RunSubprocess(argv, std::chrono::seconds(30));
         if (!r.ok() || r->exit_code != 0) {
-          notes->push_back(fmt::format(
-              "{} kept: victim_check {}", i.id,
-              r.ok() ? fmt::format("exit {}", r->exit_code) : r.status().message()));
+          notes->push_back(
+              fmt::format("{} kept: victim_check {}", i.id,
+                          r.ok() ? fmt::format("exit {}", r->exit_code) : r.status().message()));
           continue;
         }
       }
@@ -181,8 +183,8 @@ struct Controller::Impl {
         drained.push_back(v);
         continue;
       }
-      notes->push_back(fmt::format("{} kept: drain of backend '{}': {}", v.id, backend,
-                                   r.status().message()));
+      notes->push_back(
+          fmt::format("{} kept: drain of backend '{}': {}", v.id, backend, r.status().message()));
       (void)admin->Undrain(backend);
     }
     return drained;
@@ -225,9 +227,9 @@ struct Controller::Impl {
       Count(t, reason);
       if (t.last_reason != reason) log::warn("autoscale {}: holding ({}): {}", name, reason, why);
       t.last_reason = reason;
-      Publish(t, {{"metrics", metric_json},
-                  {"last_decision",
-                   {{"reason", reason}, {"explanation", why}, {"at", Iso(wall)}}}});
+      Publish(t,
+              {{"metrics", metric_json},
+               {"last_decision", {{"reason", reason}, {"explanation", why}, {"at", Iso(wall)}}}});
       return Decision{.reason = Reason::kNoChange, .explanation = why};
     };
 
@@ -275,7 +277,9 @@ struct Controller::Impl {
     Json decision = {{"reason", reason},     {"explanation", d.explanation},
                      {"current", d.current}, {"desired", d.desired},
                      {"at", Iso(wall)},      {"dry_run", options.dry_run}};
-    Publish(t, {{"metrics", metric_json}, {"last_decision", decision}, {"desired", d.desired},
+    Publish(t, {{"metrics", metric_json},
+                {"last_decision", decision},
+                {"desired", d.desired},
                 {"decider", t.decider->State()}});
     if (!changed || options.dry_run) return d;
 
@@ -315,8 +319,9 @@ struct Controller::Impl {
         Publish(t, {{"last_action", action}});
         return d;
       }
-      if (to > d.desired) notes.push_back(fmt::format("victims_short: {} of {} may go", ids.size(),
-                                                      d.current - d.desired));
+      if (to > d.desired)
+        notes.push_back(
+            fmt::format("victims_short: {} of {} may go", ids.size(), d.current - d.desired));
       s = t.actuator->ScaleIn(to, ids);
     } else {
       s = t.actuator->ScaleIn(d.desired, {});
@@ -326,7 +331,8 @@ struct Controller::Impl {
     CountAction(t, "in", s.ok() ? "ok" : "error");
     if (s.ok()) {
       t.decider->Applied(now, d.current, to);
-      if (!notes.empty()) log::info("autoscale {}: scale in to {}: {}", name, to, Join(notes, "; "));
+      if (!notes.empty())
+        log::info("autoscale {}: scale in to {}: {}", name, to, Join(notes, "; "));
     } else {
       log::error("autoscale {}: scale in to {} failed: {}", name, to, s.message());
       action["error"] = s.message();
@@ -351,14 +357,15 @@ Result<std::unique_ptr<Controller>> Controller::Create(AutoscaleConfig config,
     for (const MetricSourceConfig& m : tc.metrics) {
       auto src = options.metric_factory ? options.metric_factory(m) : NewMetricSource(m, clock);
       if (!src.ok()) {
-        return InvalidArgument(fmt::format("{}: target '{}': metric '{}': {}", config.path,
-                                           tc.name, m.name, src.status().message()));
+        return InvalidArgument(fmt::format("{}: target '{}': metric '{}': {}", config.path, tc.name,
+                                           m.name, src.status().message()));
       }
       t->sources.push_back(std::move(*src));
       t->last_errors.emplace_back();
       Labels ml = {{"target", tc.name}, {"metric", m.name}};
-      ASSIGN_OR_RETURN(Gauge * g, impl->registry.GetGauge("gantry_autoscale_metric_value",
-                                                          "The last value read (NaN: missing)", ml));
+      ASSIGN_OR_RETURN(Gauge * g,
+                       impl->registry.GetGauge("gantry_autoscale_metric_value",
+                                               "The last value read (NaN: missing)", ml));
       ASSIGN_OR_RETURN(Counter * c, impl->registry.GetCounter("gantry_autoscale_metric_errors",
                                                               "Failed metric reads", ml));
       t->metric_value.push_back(g);
@@ -428,9 +435,8 @@ Json Controller::StatusJson() const {
   std::lock_guard<std::mutex> lock(impl_->state_mu);
   Json targets = Json::array();
   for (const auto& t : impl_->targets) targets.push_back(t->status);
-  return {{"config", impl_->config.path},
-          {"dry_run", impl_->options.dry_run},
-          {"targets", targets}};
+  return {
+      {"config", impl_->config.path}, {"dry_run", impl_->options.dry_run}, {"targets", targets}};
 }
 
 std::string Controller::MetricsText() const { return impl_->registry.Render(); }

@@ -49,8 +49,8 @@ struct Fleet {
 
   void Add(int n, bool ready = true) {
     for (int i = 0; i < n; ++i) {
-      Instance inst{.id = std::to_string(next_id), .name = "vm" + std::to_string(next_id),
-                    .ready = ready};
+      Instance inst{
+          .id = std::to_string(next_id), .name = "vm" + std::to_string(next_id), .ready = ready};
       inst.created = std::chrono::system_clock::time_point(seconds(1000 + next_id));
       ++next_id;
       cap.instances.push_back(inst);
@@ -96,9 +96,7 @@ class FleetActuator : public Actuator {
 class JumpClock : public Clock {
  public:
   std::chrono::nanoseconds Now() const override { return fake.Now(); }
-  std::chrono::system_clock::time_point WallNow() const override {
-    return fake.WallNow() + jump;
-  }
+  std::chrono::system_clock::time_point WallNow() const override { return fake.WallNow() + jump; }
   void SleepFor(std::chrono::nanoseconds d) const override { fake.SleepFor(d); }
   FakeClock fake;
   std::chrono::nanoseconds jump{0};
@@ -118,8 +116,8 @@ class ControllerTest : public ::testing::Test {
     t.decision.hpa.metrics = {{.name = "queue", .target = 4}};
     t.decision.hpa.down.stabilization = seconds(0);
     t.decision.hpa.cooldown = seconds(0);
-    t.metrics = {{.name = "queue", .kind = MetricSourceConfig::Kind::kCommand,
-                  .command = {"/bin/true"}}};
+    t.metrics = {
+        {.name = "queue", .kind = MetricSourceConfig::Kind::kCommand, .command = {"/bin/true"}}};
     return t;
   }
 
@@ -174,8 +172,9 @@ TEST_F(ControllerTest, ScalesOutAndReportsWhy) {
   EXPECT_NE(m.find("gantry_autoscale_decisions_total{reason=\"scale_out\",target=\"t\"} 1"),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("gantry_autoscale_actions_total{direction=\"out\",result=\"ok\",target=\"t\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find("gantry_autoscale_actions_total{direction=\"out\",result=\"ok\",target=\"t\"} 1"),
+      std::string::npos)
       << m;
 
   // The next evaluation reads 5 from the actuator: nothing more to do.
@@ -218,12 +217,13 @@ TEST_F(ControllerTest, MissingMetricsNeverScaleIn) {
   Decision d = Eval(*c);
   EXPECT_EQ(d.desired, 4);
   EXPECT_TRUE(fleet_.calls.empty());
-  EXPECT_NE(c->MetricsText().find("gantry_autoscale_metric_errors_total{metric=\"queue\",target=\"t\"} 1"),
+  EXPECT_NE(c->MetricsText().find(
+                "gantry_autoscale_metric_errors_total{metric=\"queue\",target=\"t\"} 1"),
             std::string::npos);
 }
 
 TEST_F(ControllerTest, VictimsAreUnprotectedNotReadyFirstThenNewest) {
-  fleet_.Add(3);                // ids 0, 1, 2 (2 newest)
+  fleet_.Add(3);                   // ids 0, 1, 2 (2 newest)
   fleet_.Add(1, /*ready=*/false);  // id 3, still starting
   fleet_.cap.instances[2].protected_from_scale_in = true;
   auto c = Make(Target());

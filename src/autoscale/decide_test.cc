@@ -325,7 +325,7 @@ TEST(KedaDecide, MinOneIgnoresActivation) {
   Trace tr(spec, {"queue"});
   tr.Run({
       // 0 / (4 x 1) = 0 < 0.9 -> ceil(0) = 0 -> the clamp to min 1
-      {0, 1, {0}, 1, Reason::kStabilized},  // the history is seeded with the current 1
+      {0, 1, {0}, 1, Reason::kStabilized},    // the history is seeded with the current 1
       {600, 1, {0}, 1, Reason::kClampedMin},  // never deactivated
       {615, 0, {0}, 1, Reason::kClampedMin},  // at 0 with min 1: the clamp, no activation needed
   });

@@ -35,8 +35,8 @@ Result<std::vector<ExpositionSample>> ParseExpositionText(std::string_view text)
     line = TrimSpace(line);
     if (line.empty() || line[0] == '#') continue;
     auto bad = [&](std::string_view what) {
-      return InvalidArgument(fmt::format("exposition text line {}: {}: '{}'", line_no, what,
-                                         line.substr(0, 120)));
+      return InvalidArgument(
+          fmt::format("exposition text line {}: {}: '{}'", line_no, what, line.substr(0, 120)));
     };
     ExpositionSample s;
     size_t i = 0;

@@ -214,7 +214,8 @@ users:
 // In cluster: HTTPS with the service account's ca.crt, the token re-read on
 // every request; and a kubeconfig with certificate-authority-data.
 TEST_F(KubernetesActuatorTest, InClusterOverTlsRereadsTheRotatingToken) {
-  ASSERT_FALSE(FindExecutable("openssl").empty()) << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
+  ASSERT_FALSE(FindExecutable("openssl").empty())
+      << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
   std::string sa = dir_.Path("sa");
   std::filesystem::create_directories(sa);
   Result<SubprocessResult> gen =
@@ -267,7 +268,8 @@ TEST_F(KubernetesActuatorTest, InClusterOverTlsRereadsTheRotatingToken) {
 // A kubeconfig user with client-certificate-data / client-key-data (kind,
 // kubeadm), the server's CA as a file path relative to the kubeconfig.
 TEST_F(KubernetesActuatorTest, KubeconfigClientCertificate) {
-  ASSERT_FALSE(FindExecutable("openssl").empty()) << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
+  ASSERT_FALSE(FindExecutable("openssl").empty())
+      << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
   auto self_signed = [&](const std::string& cn, const std::string& cert, const std::string& key) {
     Result<SubprocessResult> gen =
         RunSubprocess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",

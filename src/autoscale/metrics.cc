@@ -68,9 +68,10 @@ class PrometheusSource : public MetricSource {
       }
       sample = result[0].contains("value") ? &result[0]["value"] : nullptr;
     } else {
-      return bad(fmt::format("result type '{}'; use a query that gives an instant vector or a "
-                             "scalar",
-                             type));
+      return bad(
+          fmt::format("result type '{}'; use a query that gives an instant vector or a "
+                      "scalar",
+                      type));
     }
     double v = 0;
     if (sample == nullptr || !sample->is_array() || sample->size() != 2 ||
@@ -112,11 +113,10 @@ class ScrapeSource : public MetricSource {
       return total;
     };
     auto missing = [&](std::string_view metric) {
-      return NotFound(fmt::format("{} {}: no {} series{}; is this a gantry {} new enough to "
-                                  "export it?",
-                                  what, url_, metric,
-                                  c_.pool.empty() ? "" : fmt::format(" for pool '{}'", c_.pool),
-                                  what));
+      return NotFound(fmt::format(
+          "{} {}: no {} series{}; is this a gantry {} new enough to "
+          "export it?",
+          what, url_, metric, c_.pool.empty() ? "" : fmt::format(" for pool '{}'", c_.pool), what));
     };
     bool found = false;
     const std::string& sig = c_.signal;
@@ -186,8 +186,8 @@ class ScrapeSource : public MetricSource {
     std::optional<std::pair<double, nanoseconds>> prev = rate_prev_;
     rate_prev_ = std::make_pair(value, now);
     if (!prev) {
-      return Unavailable(fmt::format("gateway {}: first scrape of {} (a rate needs two)", url_,
-                                     metric));
+      return Unavailable(
+          fmt::format("gateway {}: first scrape of {} (a rate needs two)", url_, metric));
     }
     double dt = std::chrono::duration<double>(now - prev->second).count();
     if (dt <= 0) return Unavailable(fmt::format("gateway {}: two scrapes at the same time", url_));

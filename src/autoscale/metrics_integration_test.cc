@@ -1,7 +1,5 @@
 // The metric sources against the real things: Debian's Prometheus scraping a
 // page this test serves, the agent (in this process, fake NVML) and commands.
-#include "gantry/autoscale/metrics.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "gantry/agent/agent.h"
+#include "gantry/autoscale/metrics.h"
 #include "gantry/core/http_server.h"
 #include "testing/child_process.h"
 #include "testing/fake_nvml_scenario.h"
@@ -48,7 +47,10 @@ class Page {
 };
 
 MetricSourceConfig Prom(const std::string& url, const std::string& query, bool ignore_null = true) {
-  return {.name = "m", .kind = MetricSourceConfig::Kind::kPrometheus, .url = url, .query = query,
+  return {.name = "m",
+          .kind = MetricSourceConfig::Kind::kPrometheus,
+          .url = url,
+          .query = query,
           .ignore_null_values = ignore_null};
 }
 
@@ -57,8 +59,7 @@ TEST(AutoscaleMetrics, PrometheusInstantQueries) {
   ASSERT_FALSE(prometheus.empty())
       << "prometheus not found: install the Debian package 'prometheus' (scripts/install-deps.sh)";
   Page page;
-  page.Set(
-      "queue_depth{model=\"a\"} 30\nqueue_depth{model=\"b\"} 7\ngpu_busy{gpu=\"0\"} 80\n");
+  page.Set("queue_depth{model=\"a\"} 30\nqueue_depth{model=\"b\"} 7\ngpu_busy{gpu=\"0\"} 80\n");
   TempDir tmp;
   uint16_t port = FreePort();
   std::string config = tmp.path() + "/prometheus.yml";
@@ -66,10 +67,10 @@ TEST(AutoscaleMetrics, PrometheusInstantQueries) {
                         << "scrape_configs:\n  - job_name: app\n    static_configs:\n"
                         << "      - targets: ['" << page.Url().substr(7) << "']\n";
   std::filesystem::create_directories(tmp.path() + "/data");
-  ChildProcess prom({prometheus, "--config.file=" + config,
-                     "--storage.tsdb.path=" + tmp.path() + "/data",
-                     "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
-                    tmp.path() + "/prometheus.log");
+  ChildProcess prom(
+      {prometheus, "--config.file=" + config, "--storage.tsdb.path=" + tmp.path() + "/data",
+       "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
+      tmp.path() + "/prometheus.log");
   ASSERT_TRUE(prom.started());
   std::string url = "http://127.0.0.1:" + std::to_string(port);
 
@@ -159,8 +160,9 @@ TEST(AutoscaleMetrics, GatewaySignalsFromItsMetricsPage) {
   EXPECT_DOUBLE_EQ(*r, 5.0);  // 50 requests in 10 s
   // A restarted gateway (counters reset) counts from zero, never negative.
   clock.Advance(std::chrono::seconds(10));
-  page.Set("gantry_gateway_pool_in_flight{pool=\"llm\"} 0\n"
-           "gantry_gateway_requests_total{pool=\"llm\",code=\"200\"} 30\n");
+  page.Set(
+      "gantry_gateway_pool_in_flight{pool=\"llm\"} 0\n"
+      "gantry_gateway_requests_total{pool=\"llm\",code=\"200\"} 30\n");
   EXPECT_DOUBLE_EQ(*rate->Read(), 3.0);
 
   // A pool the gateway does not know is an error naming it.
@@ -223,9 +225,10 @@ TEST(AutoscaleMetrics, AgentGpuAndCpuSignals) {
 }
 
 TEST(AutoscaleMetrics, Commands) {
-  auto ok = NewMetricSource(
-      {.name = "c", .kind = MetricSourceConfig::Kind::kCommand, .command = {"/bin/echo", "12.5", "jobs"}},
-      SystemClock());
+  auto ok = NewMetricSource({.name = "c",
+                             .kind = MetricSourceConfig::Kind::kCommand,
+                             .command = {"/bin/echo", "12.5", "jobs"}},
+                            SystemClock());
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*(*ok)->Read(), 12.5);
   auto fails = NewMetricSource(

@@ -42,7 +42,8 @@ class AutoscaleService : public Service {
     std::lock_guard<std::mutex> lock(mu_);
     size_t n = controller_->StatusJson()["targets"].size();
     std::string where =
-        listen_.empty() ? "" : fmt::format(", status on http://{}:{}/status", Host(), server_.port());
+        listen_.empty() ? ""
+                        : fmt::format(", status on http://{}:{}/status", Host(), server_.port());
     return fmt::format("gantry autoscale: {} target(s) from {}{}{}", n, path_,
                        options_.dry_run ? " (dry run)" : "", where);
   }
@@ -53,8 +54,9 @@ class AutoscaleService : public Service {
   Status Reload(std::string_view why) override {
     ASSIGN_OR_RETURN(AutoscaleConfig config, LoadAutoscaleConfig(path_));
     if (config.listen != listen_) {
-      return FailedPrecondition(fmt::format("{}: listen changed from '{}' to '{}'; restart to move it",
-                                            path_, listen_, config.listen));
+      return FailedPrecondition(
+          fmt::format("{}: listen changed from '{}' to '{}'; restart to move it", path_, listen_,
+                      config.listen));
     }
     ASSIGN_OR_RETURN(std::shared_ptr<Controller> controller, Build(std::move(config)));
     {
@@ -73,7 +75,8 @@ class AutoscaleService : public Service {
 
  private:
   Result<std::shared_ptr<Controller>> Build(AutoscaleConfig config) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Controller> c, Controller::Create(std::move(config), options_));
+    ASSIGN_OR_RETURN(std::unique_ptr<Controller> c,
+                     Controller::Create(std::move(config), options_));
     return std::shared_ptr<Controller>(std::move(c));
   }
 
@@ -119,10 +122,11 @@ class AutoscaleService : public Service {
       r->content_type = "application/json";
       r->body = body.dump(2) + "\n";
     };
-    server_.Handle("/status", [this, json](const http::ServerRequest& req, http::ServerResponse* r) {
-      if (req.method != "GET") return json(r, 405, {{"error", "use GET /status"}});
-      json(r, 200, Current()->StatusJson());
-    });
+    server_.Handle("/status",
+                   [this, json](const http::ServerRequest& req, http::ServerResponse* r) {
+                     if (req.method != "GET") return json(r, 405, {{"error", "use GET /status"}});
+                     json(r, 200, Current()->StatusJson());
+                   });
     server_.Handle("/metrics", [this](const http::ServerRequest&, http::ServerResponse* r) {
       r->content_type = std::string(metrics::Registry::kContentType);
       r->body = Current()->MetricsText();

@@ -42,10 +42,18 @@ std::string Metrics(const autoscale::TargetConfig& t) {
   for (const autoscale::MetricSourceConfig& m : t.metrics) {
     std::string what;
     switch (m.kind) {
-      case autoscale::MetricSourceConfig::Kind::kPrometheus: what = "prometheus"; break;
-      case autoscale::MetricSourceConfig::Kind::kGateway: what = "gateway " + m.signal; break;
-      case autoscale::MetricSourceConfig::Kind::kAgent: what = "agent " + m.signal; break;
-      case autoscale::MetricSourceConfig::Kind::kCommand: what = "command"; break;
+      case autoscale::MetricSourceConfig::Kind::kPrometheus:
+        what = "prometheus";
+        break;
+      case autoscale::MetricSourceConfig::Kind::kGateway:
+        what = "gateway " + m.signal;
+        break;
+      case autoscale::MetricSourceConfig::Kind::kAgent:
+        what = "agent " + m.signal;
+        break;
+      case autoscale::MetricSourceConfig::Kind::kCommand:
+        what = "command";
+        break;
     }
     std::string target;
     for (const autoscale::MetricTarget& mt : t.decision.hpa.metrics) {
@@ -73,7 +81,9 @@ int Check(const AutoscaleFlags& f) {
                          {"metrics", metrics},
                          {"actuator", kActuators[static_cast<int>(t.actuator.kind)]}});
     }
-    std::cout << Json{{"config", f.config}, {"ok", true}, {"targets", targets},
+    std::cout << Json{{"config", f.config},
+                      {"ok", true},
+                      {"targets", targets},
                       {"slurm", cfg->slurm.has_value()}}
                      .dump(2)
               << "\n";
@@ -91,7 +101,8 @@ int Check(const AutoscaleFlags& f) {
               FormatDuration(tc.interval), Metrics(tc),
               kActuators[static_cast<int>(tc.actuator.kind)], Join(sched, "; ")});
   }
-  std::cout << f.config << ": ok, " << Plural(static_cast<int64_t>(cfg->targets.size()), "target", "targets")
+  std::cout << f.config << ": ok, "
+            << Plural(static_cast<int64_t>(cfg->targets.size()), "target", "targets")
             << (cfg->slurm ? ", Slurm power saving for " + cfg->slurm->nodes : "") << "\n";
   if (t.rows() > 0) std::cout << t.Render();
   return kExitOk;
@@ -164,9 +175,9 @@ int Power(const AutoscaleFlags& f, autoscale::PowerAction action, std::string_vi
     std::cout << Json{{"acted", r->acted}, {"skipped", r->skipped}}.dump() << "\n";
   } else {
     std::cout << verb << ": " << (r->acted.empty() ? "-" : autoscale::CompressHostlist(r->acted))
-              << (r->skipped.empty() ? ""
-                                     : " (already so: " + autoscale::CompressHostlist(r->skipped) +
-                                           ")")
+              << (r->skipped.empty()
+                      ? ""
+                      : " (already so: " + autoscale::CompressHostlist(r->skipped) + ")")
               << "\n";
   }
   return kExitOk;

@@ -1,9 +1,8 @@
 // `gantry autoscale` as a user runs it: check, run (a service with /status,
 // /metrics and /wake), status, dry runs, reloads and errors. The actuator is
 // the command actuator over a file, so every action is visible.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -117,8 +116,7 @@ TEST_F(AutoscaleCmd, RunFollowsTheQueueAndExplains) {
 
   auto metrics = http::Get({.url = url + "/metrics"});
   ASSERT_TRUE(metrics.ok());
-  EXPECT_NE(metrics->body.find("gantry_autoscale_current{target=\"workers\"} 5"),
-            std::string::npos)
+  EXPECT_NE(metrics->body.find("gantry_autoscale_current{target=\"workers\"} 5"), std::string::npos)
       << metrics->body;
 
   Write("queue", "0\n");  // nothing waiting: down to zero (cooldown 0 s)

@@ -168,7 +168,8 @@ class TlsServer {
 };
 
 TEST(HttpsClientTest, VerifiesTheServerAgainstTheGivenCa) {
-  ASSERT_FALSE(FindExecutable("openssl").empty()) << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
+  ASSERT_FALSE(FindExecutable("openssl").empty())
+      << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
   testing::TempDir dir("gantry-https-test");
   TlsServer server(dir);
   ASSERT_TRUE(server.ready()) << "openssl s_server did not start";
@@ -195,7 +196,8 @@ TEST(HttpsClientTest, VerifiesTheServerAgainstTheGivenCa) {
 }
 
 TEST(HttpsClientTest, PresentsAClientCertificate) {
-  ASSERT_FALSE(FindExecutable("openssl").empty()) << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
+  ASSERT_FALSE(FindExecutable("openssl").empty())
+      << "no openssl binary: install the Debian package openssl (scripts/install-deps.sh)";
   testing::TempDir dir("gantry-https-test");
   std::string client_cert = dir.Path("client.pem"), client_key = dir.Path("client-key.pem");
   ASSERT_TRUE(TlsServer::SelfSigned("gantry-client", client_cert, client_key));

@@ -50,8 +50,8 @@ std::string Resolve(const std::string& origin, const std::string& path) {
 Result<std::string> ReadKeyFile(const Config& cfg, std::string_view key, const std::string& path) {
   Result<std::string> text = ReadFile(path);
   if (!text.ok()) {
-    return InvalidArgument(fmt::format("{}: cannot read '{}': {}", cfg.Locate(key), path,
-                                       text.status().message()));
+    return InvalidArgument(
+        fmt::format("{}: cannot read '{}': {}", cfg.Locate(key), path, text.status().message()));
   }
   return text;
 }
@@ -77,14 +77,15 @@ Result<size_t> FindBackend(const Config& cfg, std::string_view key, const Gatewa
 
 Status ParseLimits(const Config& cfg, ServerLimits* l) {
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "limits", {"max_header_bytes", "max_body_bytes", "header_timeout", "body_timeout",
-                 "idle_timeout", "send_timeout", "upstream_connect_timeout", "upstream_timeout",
-                 "max_connections"}));
-  ASSIGN_OR_RETURN(l->max_header_bytes, cfg.GetSize("limits.max_header_bytes", l->max_header_bytes));
+      "limits",
+      {"max_header_bytes", "max_body_bytes", "header_timeout", "body_timeout", "idle_timeout",
+       "send_timeout", "upstream_connect_timeout", "upstream_timeout", "max_connections"}));
+  ASSIGN_OR_RETURN(l->max_header_bytes,
+                   cfg.GetSize("limits.max_header_bytes", l->max_header_bytes));
   ASSIGN_OR_RETURN(l->max_body_bytes, cfg.GetSize("limits.max_body_bytes", l->max_body_bytes));
   if (l->max_header_bytes < 1024 || l->max_header_bytes > (1u << 20)) {
-    return InvalidArgument(fmt::format("{}: must be between 1KiB and 1MiB",
-                                       cfg.Locate("limits.max_header_bytes")));
+    return InvalidArgument(
+        fmt::format("{}: must be between 1KiB and 1MiB", cfg.Locate("limits.max_header_bytes")));
   }
   struct D {
     const char* key;
@@ -97,14 +98,16 @@ Status ParseLimits(const Config& cfg, ServerLimits* l) {
                    {"limits.upstream_timeout", &l->upstream_timeout}};
   for (const D& d : durations) {
     ASSIGN_OR_RETURN(auto v, cfg.GetDuration(d.key, *d.out));
-    if (v.count() <= 0) return InvalidArgument(fmt::format("{}: must be positive", cfg.Locate(d.key)));
+    if (v.count() <= 0)
+      return InvalidArgument(fmt::format("{}: must be positive", cfg.Locate(d.key)));
     *d.out = Ms(v);
     if (d.out->count() == 0) *d.out = std::chrono::milliseconds(1);
   }
-  ASSIGN_OR_RETURN(int64_t maxc, cfg.GetInt("limits.max_connections",
-                                            static_cast<int64_t>(l->max_connections)));
+  ASSIGN_OR_RETURN(int64_t maxc,
+                   cfg.GetInt("limits.max_connections", static_cast<int64_t>(l->max_connections)));
   if (maxc < 1) {
-    return InvalidArgument(fmt::format("{}: must be at least 1", cfg.Locate("limits.max_connections")));
+    return InvalidArgument(
+        fmt::format("{}: must be at least 1", cfg.Locate("limits.max_connections")));
   }
   l->max_connections = static_cast<uint64_t>(maxc);
   return Status::Ok();
@@ -119,7 +122,8 @@ Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
     BackendConfig b;
     ASSIGN_OR_RETURN(b.name, cfg.GetString(k + ".name", ""));
     ASSIGN_OR_RETURN(std::string url, cfg.GetString(k + ".url", ""));
-    if (b.name.empty()) return InvalidArgument(fmt::format("{}: a backend needs a name", cfg.Locate(k)));
+    if (b.name.empty())
+      return InvalidArgument(fmt::format("{}: a backend needs a name", cfg.Locate(k)));
     for (const BackendConfig& other : gw->backends) {
       if (other.name == b.name) {
         return InvalidArgument(
@@ -131,8 +135,9 @@ Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
       return InvalidArgument(fmt::format("{}: {}", cfg.Locate(k + ".url"), u.status().message()));
     }
     if (u->target != "/") {
-      return InvalidArgument(fmt::format(
-          "{}: a backend URL is scheme://host:port only; put paths in routes", cfg.Locate(k + ".url")));
+      return InvalidArgument(
+          fmt::format("{}: a backend URL is scheme://host:port only; put paths in routes",
+                      cfg.Locate(k + ".url")));
     }
     b.host = u->host;
     b.port = u->port;
@@ -152,15 +157,14 @@ Status ParseBackends(const Config& cfg, GatewayConfig* gw) {
     b.weight = static_cast<uint32_t>(weight);
     ASSIGN_OR_RETURN(int64_t maxc, cfg.GetInt(k + ".max_concurrent", 0));
     if (maxc < 0 || maxc > 1'000'000) {
-      return InvalidArgument(fmt::format("{}: must be 0 (no limit) to 1000000",
-                                         cfg.Locate(k + ".max_concurrent")));
+      return InvalidArgument(
+          fmt::format("{}: must be 0 (no limit) to 1000000", cfg.Locate(k + ".max_concurrent")));
     }
     b.max_concurrent = static_cast<uint32_t>(maxc);
     gw->backends.push_back(std::move(b));
   }
   return Status::Ok();
 }
-
 
 Result<std::chrono::milliseconds> PositiveDuration(const Config& cfg, const std::string& key,
                                                    std::chrono::milliseconds fallback,
@@ -170,11 +174,12 @@ Result<std::chrono::milliseconds> PositiveDuration(const Config& cfg, const std:
     return InvalidArgument(fmt::format("{}: must be {}", cfg.Locate(key),
                                        allow_zero ? "zero or positive" : "positive"));
   }
-  return std::max(Ms(v), v.count() > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(0));
+  return std::max(Ms(v),
+                  v.count() > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(0));
 }
 
-Result<uint32_t> BoundedInt(const Config& cfg, const std::string& key, int64_t fallback,
-                            int64_t lo, int64_t hi) {
+Result<uint32_t> BoundedInt(const Config& cfg, const std::string& key, int64_t fallback, int64_t lo,
+                            int64_t hi) {
   ASSIGN_OR_RETURN(int64_t v, cfg.GetInt(key, fallback));
   if (v < lo || v > hi) {
     return InvalidArgument(fmt::format("{}: must be {}-{}, got {}", cfg.Locate(key), lo, hi, v));
@@ -187,7 +192,8 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
       k, {"name", "balance", "zone_aware", "backends", "tiers", "health_check", "outlier", "retry",
           "max_pending", "pending_timeout", "shed_retry_after", "scale_from_zero"}));
   ASSIGN_OR_RETURN(p->name, cfg.GetString(k + ".name", ""));
-  if (p->name.empty()) return InvalidArgument(fmt::format("{}: a pool needs a name", cfg.Locate(k)));
+  if (p->name.empty())
+    return InvalidArgument(fmt::format("{}: a pool needs a name", cfg.Locate(k)));
   for (const PoolConfig& other : gw->pools) {
     if (other.name == p->name) {
       return InvalidArgument(
@@ -196,9 +202,9 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
   }
   for (const BackendConfig& b : gw->backends) {
     if (b.name == p->name) {
-      return InvalidArgument(fmt::format(
-          "{}: pool name '{}' is also a backend's name; give the pool its own name",
-          cfg.Locate(k + ".name"), p->name));
+      return InvalidArgument(
+          fmt::format("{}: pool name '{}' is also a backend's name; give the pool its own name",
+                      cfg.Locate(k + ".name"), p->name));
     }
   }
   ASSIGN_OR_RETURN(std::string balance, cfg.GetString(k + ".balance", "least_request"));
@@ -227,7 +233,8 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
     tier_keys.push_back(k);
   } else {
     ASSIGN_OR_RETURN(size_t nt, cfg.ListSize(k + ".tiers"));
-    if (nt == 0) return InvalidArgument(fmt::format("{}: needs at least one tier", cfg.Locate(k + ".tiers")));
+    if (nt == 0)
+      return InvalidArgument(fmt::format("{}: needs at least one tier", cfg.Locate(k + ".tiers")));
     for (size_t t = 0; t < nt; ++t) tier_keys.push_back(fmt::format("{}.tiers.{}", k, t));
   }
   std::vector<bool> seen(gw->backends.size(), false);
@@ -255,9 +262,10 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
       ASSIGN_OR_RETURN(tier.model, cfg.GetString(tk + ".model", ""));
     }
     if (t == 0 && !tier.model.empty()) {
-      return InvalidArgument(fmt::format(
-          "{}: the primary tier serves the model asked for; 'model' rewrites only in fallback tiers",
-          cfg.Locate(tk + ".model")));
+      return InvalidArgument(
+          fmt::format("{}: the primary tier serves the model asked for; 'model' rewrites only in "
+                      "fallback tiers",
+                      cfg.Locate(tk + ".model")));
     }
     p->tiers.push_back(std::move(tier));
   }
@@ -292,30 +300,31 @@ Status ParsePool(const Config& cfg, const std::string& k, GatewayConfig* gw, Poo
       }
       p->outlier.enabled = false;
     } else {
-      RETURN_IF_ERROR(cfg.CheckKnownKeys(
-          ok, {"consecutive_5xx", "consecutive_gateway_errors", "base_ejection", "max_ejection",
-               "max_ejection_percent"}));
+      RETURN_IF_ERROR(
+          cfg.CheckKnownKeys(ok, {"consecutive_5xx", "consecutive_gateway_errors", "base_ejection",
+                                  "max_ejection", "max_ejection_percent"}));
       OutlierConfig& o = p->outlier;
       ASSIGN_OR_RETURN(o.consecutive_5xx,
                        BoundedInt(cfg, ok + ".consecutive_5xx", o.consecutive_5xx, 1, 100000));
       ASSIGN_OR_RETURN(o.consecutive_gateway_errors,
                        BoundedInt(cfg, ok + ".consecutive_gateway_errors",
                                   o.consecutive_gateway_errors, 1, 100000));
-      ASSIGN_OR_RETURN(o.base_ejection, PositiveDuration(cfg, ok + ".base_ejection", o.base_ejection));
+      ASSIGN_OR_RETURN(o.base_ejection,
+                       PositiveDuration(cfg, ok + ".base_ejection", o.base_ejection));
       ASSIGN_OR_RETURN(o.max_ejection, PositiveDuration(cfg, ok + ".max_ejection", o.max_ejection));
       if (o.max_ejection < o.base_ejection) {
-        return InvalidArgument(fmt::format("{}: must be at least base_ejection",
-                                           cfg.Locate(ok + ".max_ejection")));
+        return InvalidArgument(
+            fmt::format("{}: must be at least base_ejection", cfg.Locate(ok + ".max_ejection")));
       }
-      ASSIGN_OR_RETURN(o.max_ejection_percent,
-                       BoundedInt(cfg, ok + ".max_ejection_percent", o.max_ejection_percent, 0, 100));
+      ASSIGN_OR_RETURN(o.max_ejection_percent, BoundedInt(cfg, ok + ".max_ejection_percent",
+                                                          o.max_ejection_percent, 0, 100));
     }
   }
 
   std::string rk = k + ".retry";
   if (cfg.Has(rk)) {
-    RETURN_IF_ERROR(cfg.CheckKnownKeys(
-        rk, {"attempts", "budget_percent", "min_retry_concurrency", "backoff_base", "backoff_max"}));
+    RETURN_IF_ERROR(cfg.CheckKnownKeys(rk, {"attempts", "budget_percent", "min_retry_concurrency",
+                                            "backoff_base", "backoff_max"}));
     RetryConfig& r = p->retry;
     ASSIGN_OR_RETURN(r.attempts, BoundedInt(cfg, rk + ".attempts", r.attempts, 0, 10));
     ASSIGN_OR_RETURN(r.budget_percent, cfg.GetDouble(rk + ".budget_percent", r.budget_percent));
@@ -401,7 +410,8 @@ Status ParseRollouts(const Config& cfg, GatewayConfig* gw) {
     RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "targets", "sticky"}));
     RolloutConfig r;
     ASSIGN_OR_RETURN(r.name, cfg.GetString(k + ".name", ""));
-    if (r.name.empty()) return InvalidArgument(fmt::format("{}: a rollout needs a name", cfg.Locate(k)));
+    if (r.name.empty())
+      return InvalidArgument(fmt::format("{}: a rollout needs a name", cfg.Locate(k)));
     for (const RolloutConfig& other : gw->rollouts) {
       if (other.name == r.name) {
         return InvalidArgument(
@@ -417,9 +427,9 @@ Status ParseRollouts(const Config& cfg, GatewayConfig* gw) {
       r.sticky = RolloutConfig::Sticky::kHeader;
       r.sticky_header = sticky.substr(7);
     } else {
-      return InvalidArgument(fmt::format(
-          "{}: unknown sticky '{}' (use none, key, or header:<Header-Name>)",
-          cfg.Locate(k + ".sticky"), sticky));
+      return InvalidArgument(
+          fmt::format("{}: unknown sticky '{}' (use none, key, or header:<Header-Name>)",
+                      cfg.Locate(k + ".sticky"), sticky));
     }
     ASSIGN_OR_RETURN(size_t nt, cfg.ListSize(k + ".targets"));
     if (nt < 1) {
@@ -464,8 +474,8 @@ Result<Target> ParseTarget(const Config& cfg, const std::string& k, GatewayConfi
   int named = !backend.empty() + !pool.empty() + !rollout.empty();
   if (named == 0 && fallback != nullptr) return *fallback;
   if (named != 1) {
-    return InvalidArgument(fmt::format(
-        "{}: needs exactly one of 'backend', 'pool' or 'rollout'", cfg.Locate(k)));
+    return InvalidArgument(
+        fmt::format("{}: needs exactly one of 'backend', 'pool' or 'rollout'", cfg.Locate(k)));
   }
   Target t;
   if (!rollout.empty()) {
@@ -509,20 +519,21 @@ Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(size_t n, cfg.ListSize("routes"));
   for (size_t i = 0; i < n; ++i) {
     std::string k = fmt::format("routes.{}", i);
-    RETURN_IF_ERROR(cfg.CheckKnownKeys(k, {"name", "path", "prefix", "protocol", "backend", "pool",
-                                           "rollout", "models", "auth", "timeout", "idempotent",
-                                           "degraded"}));
+    RETURN_IF_ERROR(
+        cfg.CheckKnownKeys(k, {"name", "path", "prefix", "protocol", "backend", "pool", "rollout",
+                               "models", "auth", "timeout", "idempotent", "degraded"}));
     RouteConfig r;
     ASSIGN_OR_RETURN(r.path, cfg.GetString(k + ".path", ""));
     ASSIGN_OR_RETURN(r.prefix, cfg.GetString(k + ".prefix", ""));
     if (r.path.empty() == r.prefix.empty()) {
-      return InvalidArgument(
-          fmt::format("{}: a route needs exactly one of 'path' (exact) or 'prefix'", cfg.Locate(k)));
+      return InvalidArgument(fmt::format(
+          "{}: a route needs exactly one of 'path' (exact) or 'prefix'", cfg.Locate(k)));
     }
     const std::string& p = r.path.empty() ? r.prefix : r.path;
     if (p.front() != '/') {
       return InvalidArgument(fmt::format("{}: must start with '/', got '{}'",
-                                         cfg.Locate(k + (r.path.empty() ? ".prefix" : ".path")), p));
+                                         cfg.Locate(k + (r.path.empty() ? ".prefix" : ".path")),
+                                         p));
     }
     ASSIGN_OR_RETURN(r.name, cfg.GetString(k + ".name", p));
     ASSIGN_OR_RETURN(std::string proto, cfg.GetString(k + ".protocol", "http"));
@@ -534,7 +545,9 @@ Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
       std::string dk = k + ".degraded";
       RETURN_IF_ERROR(cfg.CheckKnownKeys(dk, {"max_tokens", "stream"}));
       ASSIGN_OR_RETURN(int64_t mt, cfg.GetInt(dk + ".max_tokens", 0));
-      if (mt < 0) return InvalidArgument(fmt::format("{}: must be 0 (no cap) or more", cfg.Locate(dk + ".max_tokens")));
+      if (mt < 0)
+        return InvalidArgument(
+            fmt::format("{}: must be 0 (no cap) or more", cfg.Locate(dk + ".max_tokens")));
       r.degraded.max_tokens = static_cast<uint64_t>(mt);
       ASSIGN_OR_RETURN(r.degraded.allow_stream, cfg.GetBool(dk + ".stream", true));
     }
@@ -555,7 +568,8 @@ Status ParseRoutes(const Config& cfg, GatewayConfig* gw) {
       RETURN_IF_ERROR(cfg.CheckKnownKeys(mk, {"match", "backend", "pool", "rollout"}));
       ModelRoute mr;
       ASSIGN_OR_RETURN(mr.match, cfg.GetString(mk + ".match", ""));
-      if (mr.match.empty()) return InvalidArgument(fmt::format("{}: needs 'match'", cfg.Locate(mk)));
+      if (mr.match.empty())
+        return InvalidArgument(fmt::format("{}: needs 'match'", cfg.Locate(mk)));
       ASSIGN_OR_RETURN(mr.target, ParseTarget(cfg, mk, gw, &r.target));
       r.models.push_back(std::move(mr));
     }
@@ -569,8 +583,8 @@ Status ParseAuth(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(gw->api_keys, cfg.GetBool("auth.api_keys", true));
   ASSIGN_OR_RETURN(gw->forward_credentials, cfg.GetBool("auth.forward_credentials", false));
   if (!cfg.Has("auth.jwt")) return Status::Ok();
-  RETURN_IF_ERROR(cfg.CheckKnownKeys("auth.jwt",
-                                     {"issuer", "audience", "role_claim", "leeway", "keys"}));
+  RETURN_IF_ERROR(
+      cfg.CheckKnownKeys("auth.jwt", {"issuer", "audience", "role_claim", "leeway", "keys"}));
   security::JwtOptions o;
   ASSIGN_OR_RETURN(o.issuer, cfg.GetString("auth.jwt.issuer", ""));
   if (cfg.IsScalar("auth.jwt.audience")) {
@@ -660,8 +674,8 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(size_t n, cfg.ListSize("rate_limits"));
   for (size_t i = 0; i < n; ++i) {
     std::string k = fmt::format("rate_limits.{}", i);
-    RETURN_IF_ERROR(cfg.CheckKnownKeys(
-        k, {"scope", "match", "requests", "per", "burst", "tokens_per_minute"}));
+    RETURN_IF_ERROR(
+        cfg.CheckKnownKeys(k, {"scope", "match", "requests", "per", "burst", "tokens_per_minute"}));
     RateLimitRule r;
     ASSIGN_OR_RETURN(r.scope, cfg.GetString(k + ".scope", "key"));
     ASSIGN_OR_RETURN(r.match, cfg.GetString(k + ".match", "*"));
@@ -705,14 +719,14 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
     ASSIGN_OR_RETURN(r.prefix, cfg.GetString("redis.prefix", "gantry:"));
     ASSIGN_OR_RETURN(std::string password_file, cfg.GetString("redis.password_file", ""));
     if (!password_file.empty()) {
-      ASSIGN_OR_RETURN(r.password, ReadKeyFile(cfg, "redis.password_file",
-                                               Resolve(gw->source, password_file)));
+      ASSIGN_OR_RETURN(r.password,
+                       ReadKeyFile(cfg, "redis.password_file", Resolve(gw->source, password_file)));
       while (!r.password.empty() && (r.password.back() == '\n' || r.password.back() == '\r')) {
         r.password.pop_back();
       }
       if (r.password.empty()) {
-        return InvalidArgument(fmt::format("{}: the password file is empty",
-                                           cfg.Locate("redis.password_file")));
+        return InvalidArgument(
+            fmt::format("{}: the password file is empty", cfg.Locate("redis.password_file")));
       }
     }
     gw->limiter.redis = std::move(r);
@@ -727,18 +741,24 @@ Status ParseRateLimits(const Config& cfg, GatewayConfig* gw) {
 
 std::string_view BalanceName(Balance b) {
   switch (b) {
-    case Balance::kLeastRequest: return "least_request";
-    case Balance::kRoundRobin: return "round_robin";
-    case Balance::kWeighted: return "weighted";
+    case Balance::kLeastRequest:
+      return "least_request";
+    case Balance::kRoundRobin:
+      return "round_robin";
+    case Balance::kWeighted:
+      return "weighted";
   }
   return "least_request";
 }
 
 std::string_view ProtocolName(Protocol p) {
   switch (p) {
-    case Protocol::kOpenAi: return "openai";
-    case Protocol::kKserve: return "kserve";
-    case Protocol::kHttp: return "http";
+    case Protocol::kOpenAi:
+      return "openai";
+    case Protocol::kKserve:
+      return "kserve";
+    case Protocol::kHttp:
+      return "http";
   }
   return "http";
 }
@@ -756,10 +776,12 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::strin
   gw.listen_port = hp.second;
   ASSIGN_OR_RETURN(int64_t workers, cfg.GetInt("workers", 0));
   if (workers < 0 || workers > 1024) {
-    return InvalidArgument(fmt::format("{}: must be 0 (one per CPU) to 1024", cfg.Locate("workers")));
+    return InvalidArgument(
+        fmt::format("{}: must be 0 (one per CPU) to 1024", cfg.Locate("workers")));
   }
   gw.workers = static_cast<int>(workers);
-  if (gw.workers == 0) gw.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (gw.workers == 0)
+    gw.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (cfg.Has("tls")) {
     RETURN_IF_ERROR(cfg.CheckKnownKeys("tls", {"cert", "key"}));
     ASSIGN_OR_RETURN(gw.tls.cert_path, cfg.GetString("tls.cert", ""));
@@ -798,7 +820,8 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::strin
           fmt::format("{}: must be at least 1", cfg.Locate("audit.checkpoint_every")));
     }
     gw.audit.checkpoint_every = static_cast<uint64_t>(every);
-    ASSIGN_OR_RETURN(auto iv, cfg.GetDuration("audit.checkpoint_interval", std::chrono::seconds(10)));
+    ASSIGN_OR_RETURN(auto iv,
+                     cfg.GetDuration("audit.checkpoint_interval", std::chrono::seconds(10)));
     gw.audit.checkpoint_interval_s = std::chrono::duration<double>(iv).count();
   }
   return gw;

@@ -116,12 +116,13 @@ TEST(GatewayConfig, ErrorsNameTheKey) {
 }
 
 TEST(GatewayConfig, LineNumbersInErrors) {
-  auto r = Parse("backends:\n  - name: a\n    url: 'http://127.0.0.1:1'\nroutes:\n  - prefix: /\n    backend: zz\n");
+  auto r = Parse(
+      "backends:\n  - name: a\n    url: 'http://127.0.0.1:1'\nroutes:\n  - prefix: /\n    backend: "
+      "zz\n");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("gateway.yaml:6:"), std::string::npos)
       << r.status().message();
 }
-
 
 constexpr const char* kPools =
     "state: ':memory:'\n"
@@ -137,8 +138,10 @@ constexpr const char* kPools =
     "    tiers:\n"
     "      - backends: [a1, a2]\n"
     "      - {backends: [small], model: tiny-small}\n"
-    "    health_check: {path: /v2/health/ready, interval: 2s, timeout: 500ms, unhealthy_threshold: 2}\n"
-    "    outlier: {consecutive_5xx: 3, base_ejection: 10s, max_ejection: 1m, max_ejection_percent: 50}\n"
+    "    health_check: {path: /v2/health/ready, interval: 2s, timeout: 500ms, unhealthy_threshold: "
+    "2}\n"
+    "    outlier: {consecutive_5xx: 3, base_ejection: 10s, max_ejection: 1m, max_ejection_percent: "
+    "50}\n"
     "    retry: {attempts: 2, budget_percent: 50, backoff_base: 10ms, backoff_max: 100ms}\n"
     "    max_pending: 16\n"
     "    pending_timeout: 2s\n"
@@ -209,7 +212,8 @@ TEST(GatewayConfig, PoolErrorsNameTheKey) {
   };
   EXPECT_NE(err("backends: [a1, a2]", "backends: [a1, nope]").find("unknown backend 'nope'"),
             std::string::npos);
-  EXPECT_NE(err("backends: [a1, a2]", "backends: [a1, a1]").find("appears twice"), std::string::npos);
+  EXPECT_NE(err("backends: [a1, a2]", "backends: [a1, a1]").find("appears twice"),
+            std::string::npos);
   EXPECT_NE(err("balance: round_robin", "balance: random").find("least_request, round_robin"),
             std::string::npos);
   EXPECT_NE(err("{name: llm-v2, backends: [v2], outlier: off}",
@@ -226,8 +230,9 @@ TEST(GatewayConfig, PoolErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(err("pending_timeout: 2s", "pending_timeout: 0s").find("pending_timeout"),
             std::string::npos);
-  EXPECT_NE(err("{pool: llm-v2, weight: 10}", "{pool: llm-v3, weight: 10}").find("unknown pool 'llm-v3'"),
-            std::string::npos);
+  EXPECT_NE(
+      err("{pool: llm-v2, weight: 10}", "{pool: llm-v3, weight: 10}").find("unknown pool 'llm-v3'"),
+      std::string::npos);
   EXPECT_NE(err("weight: 90}, {pool: llm-v2, weight: 10}", "weight: 0}, {pool: llm-v2, weight: 0}")
                 .find("sum to"),
             std::string::npos);
@@ -236,9 +241,11 @@ TEST(GatewayConfig, PoolErrorsNameTheKey) {
   EXPECT_NE(err("    pool: llm\n    timeout", "    pool: llm\n    backend: a1\n    timeout")
                 .find("exactly one of 'backend', 'pool' or 'rollout'"),
             std::string::npos);
-  EXPECT_NE(err("rollout: canary, idempotent", "rollout: blue, idempotent").find("unknown rollout 'blue'"),
+  EXPECT_NE(err("rollout: canary, idempotent", "rollout: blue, idempotent")
+                .find("unknown rollout 'blue'"),
             std::string::npos);
-  EXPECT_NE(err("max_concurrent: 8", "max_concurrent: -1").find("max_concurrent"), std::string::npos);
+  EXPECT_NE(err("max_concurrent: 8", "max_concurrent: -1").find("max_concurrent"),
+            std::string::npos);
   EXPECT_NE(err("weight: 3,", "weight: 0,").find("1-1000"), std::string::npos);
   // The line of the fault is named.
   EXPECT_NE(err("retry: {attempts: 2,", "retry: {attempts: 99,").find("gateway.yaml:"),

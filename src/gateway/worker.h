@@ -366,7 +366,7 @@ class Worker {
   bool PrepareAttempt(Request& r, const GatewayConfig& cfg, const Pick& pick, Attempt& a,
                       std::string& rewritten, std::string& rewritten_target);
   void RecordOutput(Request& r, const GatewayConfig& cfg, const Pick& pick);  // anomaly detection
-  void Settle(Request& r);                          // actual tokens to the limiter
+  void Settle(Request& r);  // actual tokens to the limiter
   // Waits `d` on this worker's loop (retry backoff, pending requests).
   boost::asio::awaitable<void> Sleep(std::chrono::milliseconds d);
 

@@ -41,15 +41,15 @@ struct Instance {
   std::string id;    // VMSS instanceId, pod name, backend name
   std::string name;  // computer name / host name / "host:port", for drain and Slurm maps
   bool protected_from_scale_in = false;
-  bool ready = false;      // provisioned and running (VMSS Succeeded + running; backend healthy)
-  std::string state;       // free text: "Creating", "Running", "Deleting", ...
+  bool ready = false;  // provisioned and running (VMSS Succeeded + running; backend healthy)
+  std::string state;   // free text: "Creating", "Running", "Deleting", ...
   std::chrono::system_clock::time_point created{};  // when known (NewestVM-style choice)
 };
 
 struct Capacity {
-  int64_t target = 0;   // what the actuator was last told (sku.capacity, spec.replicas)
-  int64_t ready = 0;    // instances up and ready
-  bool busy = false;    // an operation is still in progress (a VMSS update, pods rolling)
+  int64_t target = 0;  // what the actuator was last told (sku.capacity, spec.replicas)
+  int64_t ready = 0;   // instances up and ready
+  bool busy = false;   // an operation is still in progress (a VMSS update, pods rolling)
   std::vector<Instance> instances;  // empty when the actuator cannot list them
 };
 
@@ -75,10 +75,10 @@ class Actuator {
 struct AzureCredentialConfig {
   // Exactly one of these.
   bool managed_identity = false;
-  std::string client_id;         // user-assigned identity (managed), or the SP's app id
-  std::string tenant_id;         // service principal
-  std::string client_secret_env; // service principal: the variable holding the secret
-  std::string token_env;         // a bearer token in this variable (tests, az account get-access-token)
+  std::string client_id;          // user-assigned identity (managed), or the SP's app id
+  std::string tenant_id;          // service principal
+  std::string client_secret_env;  // service principal: the variable holding the secret
+  std::string token_env;  // a bearer token in this variable (tests, az account get-access-token)
   // Overrides for tests: IMDS and the Entra authority (http://127.0.0.1:port).
   std::string imds_endpoint = "http://169.254.169.254";
   std::string authority = "https://login.microsoftonline.com";
@@ -89,7 +89,7 @@ struct VmssConfig {
   std::string endpoint = "https://management.azure.com";  // http://127.0.0.1:port in tests
   std::string api_version = "2024-07-01";
   bool force_deletion = false;
-  std::chrono::milliseconds timeout{30'000};        // one HTTP exchange
+  std::chrono::milliseconds timeout{30'000};             // one HTTP exchange
   std::chrono::milliseconds operation_timeout{900'000};  // an async operation, polled
   AzureCredentialConfig credential;
 };
@@ -110,14 +110,14 @@ struct KubernetesConfig {
 };
 
 struct GatewayActuatorConfig {
-  std::string url;            // the gateway's base URL
+  std::string url;  // the gateway's base URL
   std::string admin_key_env = "GANTRY_ADMIN_KEY";
   std::string pool;
   // argv of one backend; "{port}" and "{name}" are replaced. Started in its own
   // process group, stdout/stderr appended to <state_dir>/<name>.log.
   std::vector<std::string> start;
   int port_min = 20000, port_max = 20999;
-  std::string backend_prefix;  // default "<target>-"
+  std::string backend_prefix;                        // default "<target>-"
   std::chrono::milliseconds ready_timeout{120'000};  // start -> passes the pool's health check
   std::chrono::milliseconds drain_timeout{120'000};
   std::chrono::milliseconds stop_grace{10'000};

@@ -24,24 +24,26 @@
 //           command: [/usr/local/bin/queue-depth, --json]
 //       behavior:                     # HPA `behavior` (defaults as the HPA's)
 //         scale_up: {stabilization: 0s, tolerance: 0.1, select: max,
-//                    policies: [{type: pods, value: 4, period: 15s}, {type: percent, value: 100, period: 15s}]}
+//                    policies: [{type: pods, value: 4, period: 15s}, {type: percent, value: 100,
+//                    period: 15s}]}
 //         scale_down: {stabilization: 300s, policies: [{type: percent, value: 100, period: 15s}]}
 //       cooldown: 300s                # KEDA cooldownPeriod (last active -> 0)
 //       initial_cooldown: 0s
 //       fallback: {failure_threshold: 3, replicas: 2}
 //       schedules:
-//         - {name: office, days: [mon, tue, wed, thu, fri], from: "08:00", to: "20:00", utc_offset: "+01:00", min: 2}
+//         - {name: office, days: [mon, tue, wed, thu, fri], from: "08:00", to: "20:00", utc_offset:
+//         "+01:00", min: 2}
 //       floor_metric: job_nodes       # never below this metric's value (nodes a running job holds)
 //       profiles: [...]               # mode: rules (see docs/autoscale.md)
 //       scale_in:
-//         drain: {gateway: http://127.0.0.1:8080, timeout: 120s}  # drain the victim's backend first
-//         victim_check: [/usr/local/bin/safe-to-remove, "{instance}"]  # exit 0: may go
+//         drain: {gateway: http://127.0.0.1:8080, timeout: 120s}  # drain the victim's backend
+//         first victim_check: [/usr/local/bin/safe-to-remove, "{instance}"]  # exit 0: may go
 //       actuator:                     # exactly one of:
 //         vmss: {subscription: ..., resource_group: ..., name: ...,
 //                credential: {managed_identity: true}}
 //         kubernetes: {kind: Deployment, namespace: default, name: llm, kubeconfig: ~/.kube/config}
-//         gateway: {url: http://127.0.0.1:8080, pool: llm, start: [python3, server.py, --port, "{port}"]}
-//         command: {read: [...], scale: [..., "{desired}"]}
+//         gateway: {url: http://127.0.0.1:8080, pool: llm, start: [python3, server.py, --port,
+//         "{port}"]} command: {read: [...], scale: [..., "{desired}"]}
 //   slurm:                            # gantry autoscale slurm-resume|slurm-suspend
 //     nodes: {pattern: "gpu-[0-15]", vmss: {...}}   # node name <-> VMSS instance (computer name)
 //
@@ -116,7 +118,7 @@ struct SlurmPowerConfig {
   std::string nodes;  // hostlist expression of the nodes this maps ("gpu-[0-15]")
   bool use_vmss = false;
   VmssConfig vmss;
-  std::vector<std::string> resume_command;   // "{nodes}" (hostlist) / "{node}" (each) replaced
+  std::vector<std::string> resume_command;  // "{nodes}" (hostlist) / "{node}" (each) replaced
   std::vector<std::string> suspend_command;
   std::chrono::milliseconds resume_timeout{600'000};  // keep below Slurm's ResumeTimeout
   std::string log_file;  // Slurm does not log program output; we append here

@@ -80,8 +80,8 @@ struct MetricTarget {
 struct ScalingPolicy {
   enum class Type { kPods, kPercent };
   Type type = Type::kPods;
-  int64_t value = 1;         // >= 1
-  Seconds period{15};        // 1 s .. 1800 s
+  int64_t value = 1;   // >= 1
+  Seconds period{15};  // 1 s .. 1800 s
 };
 
 enum class SelectPolicy { kMax, kMin, kDisabled };
@@ -106,14 +106,21 @@ struct HpaSpec {
   std::vector<MetricTarget> metrics;
   DirectionBehavior up = DefaultScaleUp();
   DirectionBehavior down = DefaultScaleDown();
-  Seconds cooldown{300};         // KEDA cooldownPeriod: last active -> 0
-  Seconds initial_cooldown{0};   // KEDA initialCooldownPeriod: after the decider is created
+  Seconds cooldown{300};        // KEDA cooldownPeriod: last active -> 0
+  Seconds initial_cooldown{0};  // KEDA initialCooldownPeriod: after the decider is created
   Fallback fallback;
 };
 
 // --- Azure autoscale rules --------------------------------------------------
 
-enum class Op { kEquals, kNotEquals, kGreaterThan, kGreaterThanOrEqual, kLessThan, kLessThanOrEqual };
+enum class Op {
+  kEquals,
+  kNotEquals,
+  kGreaterThan,
+  kGreaterThanOrEqual,
+  kLessThan,
+  kLessThanOrEqual
+};
 enum class TimeAggregation { kAverage, kMinimum, kMaximum, kTotal, kCount, kLast };
 enum class Direction { kIncrease, kDecrease };
 enum class ActionType { kChangeCount, kPercentChangeCount, kExactCount };
@@ -127,7 +134,7 @@ struct Rule {
   double threshold = 0;
   Direction direction = Direction::kIncrease;
   ActionType type = ActionType::kChangeCount;
-  int64_t value = 1;     // >= 1 (>= 0 for kExactCount)
+  int64_t value = 1;      // >= 1 (>= 0 for kExactCount)
   Seconds cooldown{300};  // 60 s .. 1 week
 };
 
@@ -148,7 +155,8 @@ struct Profile {
   // At most one of these; neither: the default profile.
   std::optional<WeeklyWindow> recurrence;
   std::optional<std::pair<std::chrono::system_clock::time_point,
-                          std::chrono::system_clock::time_point>> fixed_date;  // [start, end)
+                          std::chrono::system_clock::time_point>>
+      fixed_date;  // [start, end)
   std::vector<Rule> rules;
 };
 

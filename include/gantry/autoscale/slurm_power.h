@@ -6,8 +6,8 @@
 // registered within ResumeTimeout.
 //
 //   ResumeProgram=/usr/local/sbin/gantry-slurm-resume     # exec gantry autoscale slurm-resume "$1"
-//   SuspendProgram=/usr/local/sbin/gantry-slurm-suspend   # exec gantry autoscale slurm-suspend "$1"
-//   ResumeFailProgram=/usr/local/sbin/gantry-slurm-resume-fail
+//   SuspendProgram=/usr/local/sbin/gantry-slurm-suspend   # exec gantry autoscale slurm-suspend
+//   "$1" ResumeFailProgram=/usr/local/sbin/gantry-slurm-resume-fail
 //
 // (Slurm passes the hostlist as the only argument; the verbs read
 // $GANTRY_AUTOSCALE_CONFIG, else /etc/gantry/autoscale.yaml.)

@@ -183,13 +183,13 @@ struct ModelRoute {
 
 // Feature limits applied to requests served by a fallback tier.
 struct DegradedLimits {
-  uint64_t max_tokens = 0;  // cap max_tokens / max_completion_tokens; 0: none
+  uint64_t max_tokens = 0;   // cap max_tokens / max_completion_tokens; 0: none
   bool allow_stream = true;  // false: streamed requests get 503 while degraded
 };
 
 struct RouteConfig {
-  std::string name;  // `name:` or the path/prefix; RBAC resource of http routes
-  std::string path;  // exact match when non-empty
+  std::string name;    // `name:` or the path/prefix; RBAC resource of http routes
+  std::string path;    // exact match when non-empty
   std::string prefix;  // prefix match otherwise
   Protocol protocol = Protocol::kHttp;
   Target target;
