@@ -11,7 +11,11 @@ if(NOT GANTRY_HAVE_MPI)
 endif()
 
 add_executable(mpi_collectives_check ${CMAKE_CURRENT_LIST_DIR}/mpi_collectives_check.cc)
-target_link_libraries(mpi_collectives_check PRIVATE gantry_comm gantry_core gantry_options MPI::MPI_C)
+# RunUnderMpi goes through libgantry_plugin_mpi.so like `gantry` does; the check
+# also builds an MPI communicator of its own (gantry_comm_mpi) on the same libmpi.
+target_link_libraries(mpi_collectives_check PRIVATE gantry_comm_mpi gantry_comm gantry_core
+                      gantry_options MPI::MPI_C)
+add_dependencies(mpi_collectives_check gantry_plugin_mpi)
 target_include_directories(mpi_collectives_check PRIVATE
   ${CMAKE_SOURCE_DIR}/src/comm ${CMAKE_SOURCE_DIR}/src/comm/mpi)
 

@@ -25,6 +25,7 @@
 #include "gantry/comm/shm.h"
 #include "gantry/config.h"
 #include "gantry/core/log.h"
+#include "plugins.h"
 #include "shm_internal.h"
 
 #if GANTRY_HAVE_NUMA
@@ -235,13 +236,18 @@ Result<int> RunRanks(const LaunchOptions& options,
         "...`, or use --backend shm for local ranks");
   }
 
+#if GANTRY_HAVE_NCCL
+  // Every rank would fail alike: say once that the plugin or its libraries are missing.
+  if (options.backend == Backend::kNccl) RETURN_IF_ERROR(internal::NcclPlugin().status());
+#endif
   const std::vector<int> cpus = AllowedCpus();
   const int cores = std::max<int>(1, static_cast<int>(cpus.size()));
   int ranks = options.ranks;
   if (ranks == 0) {
 #if GANTRY_HAVE_NCCL
     if (options.backend == Backend::kNccl) {
-      ranks = internal::CudaDeviceCount();
+      ASSIGN_OR_RETURN(const internal::NcclPluginV1* nccl, internal::NcclPlugin());
+      ranks = nccl->cuda_device_count();
       if (ranks == 0) return FailedPrecondition("nccl backend: no CUDA device is visible");
     } else {
       ranks = std::min(cores, kDefaultMaxRanks);

@@ -48,7 +48,11 @@
 #include "gantry/health/nvml.h"
 
 #if GANTRY_HAVE_CUDA
-#include <cuda_runtime.h>
+// The C API only (no C++ overloads): gpu_bandwidth dlopens the CUDA runtime on
+// first use and binds these functions by name (CudartApi).
+#include <cuda_runtime_api.h>
+
+#include "gantry/core/plugin.h"
 #endif
 
 namespace gantry::health {
@@ -954,6 +958,42 @@ class GpuThermalCheck : public NvmlCheck {
 
 // ------------------------------------------------------------ gpu_bandwidth
 
+#if GANTRY_HAVE_CUDA
+#define GANTRY_GPU_BW_CUDART(X)                                                              \
+  X(cudaGetDeviceCount)                                                                      \
+  X(cudaSetDevice)                                                                           \
+  X(cudaMallocHost) X(cudaMalloc) X(cudaFree) X(cudaFreeHost) X(cudaEventCreate)             \
+      X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventSynchronize) X(cudaEventElapsedTime) \
+          X(cudaMemcpy) X(cudaMemcpyAsync) X(cudaGetErrorString)
+#define GANTRY_GPU_BW_STR_(x) #x
+#define GANTRY_GPU_BW_STR(x) GANTRY_GPU_BW_STR_(x)
+
+// The CUDA runtime functions gpu_bandwidth calls, from libcudart loaded on
+// first use, so that only a run of this check maps the CUDA runtime.
+struct CudartApi {
+#define GANTRY_MEMBER(f) decltype(&::f) f = nullptr;
+  GANTRY_GPU_BW_CUDART(GANTRY_MEMBER)
+#undef GANTRY_MEMBER
+};
+
+Result<const CudartApi*> LoadCudart() {
+  static const plugin::LibrarySpec spec{
+      {"libcudart.so." GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR), "libcudart.so"},
+      "the gpu_bandwidth check",
+      "CUDA runtime",
+      "install the CUDA runtime (libcudart" GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR) ")"};
+  static const Result<const CudartApi*> loaded = []() -> Result<const CudartApi*> {
+    ASSIGN_OR_RETURN(void* lib, plugin::OpenLibrary(spec));
+    auto api = std::make_unique<CudartApi>();
+#define GANTRY_BIND(f) RETURN_IF_ERROR(plugin::Bind(lib, spec, GANTRY_GPU_BW_STR(f), &api->f));
+    GANTRY_GPU_BW_CUDART(GANTRY_BIND)
+#undef GANTRY_BIND
+    return static_cast<const CudartApi*>(api.release());
+  }();
+  return loaded;
+}
+#endif
+
 class GpuBandwidthCheck : public Check {
  public:
   GpuBandwidthCheck(double min_h2d, double min_d2h) : min_h2d_(min_h2d), min_d2h_(min_d2h) {}
@@ -979,8 +1019,16 @@ class GpuBandwidthCheck : public Check {
  private:
 #if GANTRY_HAVE_CUDA
   CheckResult Measure(CheckResult r) const {
+    Result<const CudartApi*> loaded = LoadCudart();
+    if (!loaded.ok()) {
+      r.outcome = Outcome::kError;
+      r.fault_code = kFaultSetup;
+      r.message = loaded.status().message();
+      return r;
+    }
+    const CudartApi& cuda = **loaded;
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    if (cuda.cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
       r.outcome = Outcome::kSkip;
       r.message = "no CUDA device";
       return r;
@@ -994,37 +1042,37 @@ class GpuBandwidthCheck : public Check {
       void* dev = nullptr;
       cudaEvent_t start = nullptr, stop = nullptr;
       auto cleanup = [&] {
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
-        if (dev) cudaFree(dev);
-        if (host) cudaFreeHost(host);
+        if (start) cuda.cudaEventDestroy(start);
+        if (stop) cuda.cudaEventDestroy(stop);
+        if (dev) cuda.cudaFree(dev);
+        if (host) cuda.cudaFreeHost(host);
       };
-      cudaError_t err = cudaSetDevice(i);
-      if (err == cudaSuccess) err = cudaMallocHost(&host, kBytes);
-      if (err == cudaSuccess) err = cudaMalloc(&dev, kBytes);
-      if (err == cudaSuccess) err = cudaEventCreate(&start);
-      if (err == cudaSuccess) err = cudaEventCreate(&stop);
+      cudaError_t err = cuda.cudaSetDevice(i);
+      if (err == cudaSuccess) err = cuda.cudaMallocHost(&host, kBytes);
+      if (err == cudaSuccess) err = cuda.cudaMalloc(&dev, kBytes);
+      if (err == cudaSuccess) err = cuda.cudaEventCreate(&start);
+      if (err == cudaSuccess) err = cuda.cudaEventCreate(&stop);
       double gbs[2] = {0, 0};
       for (int dir = 0; dir < 2 && err == cudaSuccess; ++dir) {
         void* dst = dir == 0 ? dev : host;
         void* src = dir == 0 ? host : dev;
         cudaMemcpyKind kind = dir == 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-        err = cudaMemcpy(dst, src, kBytes, kind);  // warm-up
-        if (err == cudaSuccess) err = cudaEventRecord(start);
+        err = cuda.cudaMemcpy(dst, src, kBytes, kind);  // warm-up
+        if (err == cudaSuccess) err = cuda.cudaEventRecord(start, nullptr);
         for (int it = 0; it < kIters && err == cudaSuccess; ++it) {
-          err = cudaMemcpyAsync(dst, src, kBytes, kind);
+          err = cuda.cudaMemcpyAsync(dst, src, kBytes, kind, nullptr);
         }
-        if (err == cudaSuccess) err = cudaEventRecord(stop);
-        if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+        if (err == cudaSuccess) err = cuda.cudaEventRecord(stop, nullptr);
+        if (err == cudaSuccess) err = cuda.cudaEventSynchronize(stop);
         float ms = 0;
-        if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+        if (err == cudaSuccess) err = cuda.cudaEventElapsedTime(&ms, start, stop);
         if (err == cudaSuccess && ms > 0) gbs[dir] = kBytes * double(kIters) / (ms / 1e3) / 1e9;
       }
       cleanup();
       if (err != cudaSuccess) {
         r.outcome = Outcome::kError;
         r.fault_code = kFaultSetup;
-        r.message = fmt::format("GPU {}: CUDA error: {}", i, cudaGetErrorString(err));
+        r.message = fmt::format("GPU {}: CUDA error: {}", i, cuda.cudaGetErrorString(err));
         return r;
       }
       worst_h2d = std::min(worst_h2d, gbs[0]);

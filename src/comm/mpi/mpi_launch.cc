@@ -1,11 +1,13 @@
-// RunUnderMpi: one process is one rank; MPI starts the job and wires it up,
-// then the chosen backend's communicator carries the collectives.
+// RunUnderMpi, in libgantry_plugin_mpi.so (see ../plugins.h): one process is
+// one rank; MPI starts the job and wires it up, then the chosen backend's
+// communicator carries the collectives.
 #include <sched.h>
 
 #include <string>
 #include <vector>
 
 #include "../backends.h"
+#include "../plugins.h"
 #include "gantry/config.h"
 #include "gantry/core/log.h"
 #include "mpi_communicator.h"
@@ -85,8 +87,9 @@ Result<CommunicatorPtr> SetUp(const LaunchOptions& options) {
 
 }  // namespace
 
-Result<int> RunUnderMpi(const LaunchOptions& options,
-                        const std::function<int(Communicator& comm)>& body) {
+Result<int> RunUnderMpiInPlugin(const LaunchOptions& options,
+                                const std::function<int(Communicator& comm)>& body,
+                                void (*set_rank)(int rank)) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -97,7 +100,7 @@ Result<int> RunUnderMpi(const LaunchOptions& options,
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  log::SetRank(rank);
+  set_rank(rank);
 
   // The communicator holds MPI handles, so it lives in this scope and is gone
   // before MPI_Finalize.

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "../backends.h"
+#include "../plugins.h"
 #include "gantry/comm/communicator.h"
 
 namespace gantry::comm {
@@ -365,7 +366,7 @@ Status NcclCommunicator::Init() {
 
 }  // namespace
 
-Result<CommunicatorPtr> CreateNcclCommunicator(CommunicatorPtr host, int device) {
+Result<CommunicatorPtr> CreateNcclCommunicatorInPlugin(CommunicatorPtr host, int device) {
   if (host == nullptr)
     return InvalidArgument("CreateNcclCommunicator: the host communicator is null");
   auto comm = std::make_unique<NcclCommunicator>(std::move(host), device);
@@ -373,7 +374,7 @@ Result<CommunicatorPtr> CreateNcclCommunicator(CommunicatorPtr host, int device)
   return CommunicatorPtr(std::move(comm));
 }
 
-int CudaDeviceCount() {
+int CudaDeviceCountInPlugin() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
