@@ -24,6 +24,9 @@ function(gantry_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     CUDA_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
+    # Installed plugins keep the paths of vendor libraries outside the system
+    # folders (a CUDA toolkit in /usr/local/cuda), as the build tree's do.
+    INSTALL_RPATH_USE_LINK_PATH ON
     LINK_DEPENDS ${map})
   install(TARGETS ${target} LIBRARY DESTINATION lib/gantry)
   set_property(GLOBAL APPEND PROPERTY GANTRY_PLUGINS ${target})

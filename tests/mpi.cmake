@@ -90,3 +90,10 @@ gantry_mpi_test(mpi_bench_all_reduce_all_types_auto_2nodes NP 4 ENV GANTRY_TEST_
                 REGEX "Out of bounds values : 0 OK"
                 COMMAND $<TARGET_FILE:gantry> bench all_reduce --backend auto -d all -o all
                         -b 64 -e 64K -f 32 -n 2 -w 1)
+
+# The mpi backend is libgantry_plugin_mpi.so, loaded on first use (src/comm/plugins.h):
+# the runs above prove it loads; without it the error names the plugin and the folder.
+gantry_mpi_test(mpi_bench_without_plugin_says_which NP 1
+                ENV GANTRY_PLUGIN_DIR=${CMAKE_BINARY_DIR}/no-such-plugin-dir RC 2
+                REGEX "the mpi backend needs the Gantry plugin libgantry_plugin_mpi.so"
+                COMMAND $<TARGET_FILE:gantry> bench all_reduce --backend mpi -b 8 -e 8)

@@ -36,15 +36,29 @@ namespace {
 // The functions of the CUDA runtime and cuBLAS this file calls, bound by name.
 // A name that cublas_v2.h maps to a versioned symbol (cublasCreate ->
 // cublasCreate_v2) is bound under that symbol.
-#define GANTRY_CUDART_FUNCTIONS(X)                                                          \
-  X(cudaGetDeviceCount)                                                                     \
-  X(cudaSetDevice)                                                                          \
-  X(cudaGetDeviceProperties) X(cudaGetErrorString) X(cudaGetErrorName) X(cudaMemGetInfo)    \
-      X(cudaMalloc) X(cudaFree) X(cudaMemcpy) X(cudaMemset) X(cudaDeviceSynchronize)        \
-          X(cudaEventCreate) X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventSynchronize) \
-              X(cudaEventElapsedTime) X(cudaRuntimeGetVersion)
+#define GANTRY_CUDART_FUNCTIONS(X) \
+  X(cudaGetDeviceCount)            \
+  X(cudaSetDevice)                 \
+  X(cudaGetDeviceProperties)       \
+  X(cudaGetErrorString)            \
+  X(cudaGetErrorName)              \
+  X(cudaMemGetInfo)                \
+  X(cudaMalloc)                    \
+  X(cudaFree)                      \
+  X(cudaMemcpy)                    \
+  X(cudaMemset)                    \
+  X(cudaDeviceSynchronize)         \
+  X(cudaEventCreate)               \
+  X(cudaEventDestroy)              \
+  X(cudaEventRecord)               \
+  X(cudaEventSynchronize)          \
+  X(cudaEventElapsedTime)          \
+  X(cudaRuntimeGetVersion)
 #define GANTRY_CUBLAS_FUNCTIONS(X) \
-  X(cublasCreate) X(cublasDestroy) X(cublasGemmEx) X(cublasGetStatusString) X(cublasGetVersion)
+  X(cublasCreate)                  \
+  X(cublasDestroy)                 \
+  X(cublasGetStatusString)         \
+  X(cublasGetVersion)
 #define GANTRY_STRINGIFY_(x) #x
 #define GANTRY_STRINGIFY(x) GANTRY_STRINGIFY_(x)
 
@@ -53,11 +67,17 @@ struct CudaApi {
   GANTRY_CUDART_FUNCTIONS(GANTRY_MEMBER)
   GANTRY_CUBLAS_FUNCTIONS(GANTRY_MEMBER)
 #undef GANTRY_MEMBER
+  // Named by hand: cublas_api.h overloads it for C++ (an older computeType).
+  cublasStatus_t (*cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                 int, const void*, const void*, cudaDataType, int, const void*,
+                                 cudaDataType, int, const void*, void*, cudaDataType, int,
+                                 cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
 };
 
 const plugin::LibrarySpec& CudartSpec() {
   static const plugin::LibrarySpec spec{
-      {"libcudart.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR), "libcudart.so"},
+      {"libcudart.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR),
+       GANTRY_CUDA_LIBDIR "/libcudart.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR)},
       "bench gemm --device cuda",
       "CUDA runtime",
       "install the CUDA runtime (libcudart" GANTRY_STRINGIFY(
@@ -67,7 +87,8 @@ const plugin::LibrarySpec& CudartSpec() {
 
 const plugin::LibrarySpec& CublasSpec() {
   static const plugin::LibrarySpec spec{
-      {"libcublas.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR), "libcublas.so"},
+      {"libcublas.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR),
+       GANTRY_CUDA_LIBDIR "/libcublas.so." GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR)},
       "bench gemm --device cuda",
       "CUDA cuBLAS",
       "install cuBLAS (libcublas" GANTRY_STRINGIFY(GANTRY_CUDA_MAJOR) ") or use --device cpu"};
@@ -90,6 +111,7 @@ Result<const CudaApi*> LoadCudaApi() {
   RETURN_IF_ERROR(plugin::Bind(cublas, CublasSpec(), GANTRY_STRINGIFY(f), &api->f));
     GANTRY_CUDART_FUNCTIONS(GANTRY_BIND_CUDART)
     GANTRY_CUBLAS_FUNCTIONS(GANTRY_BIND_CUBLAS)
+    GANTRY_BIND_CUBLAS(cublasGemmEx)
 #undef GANTRY_BIND_CUDART
 #undef GANTRY_BIND_CUBLAS
     g_api = api.get();

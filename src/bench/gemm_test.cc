@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,6 +142,32 @@ TEST(GemmTest, HugeExplicitSizeIsResourceExhausted) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_THAT(r.status().message(), HasSubstr("smaller"));
 }
+
+#if GANTRY_HAVE_CUDA
+bool Mapped(const std::string& library) {
+  std::ifstream in("/proc/self/maps");
+  std::stringstream maps;
+  maps << in.rdbuf();
+  return maps.str().find("/" + library) != std::string::npos;
+}
+
+// The CUDA runtime and cuBLAS are dlopened by the first CUDA GEMM, not before
+// (docs/architecture.md); binding every function they need succeeds, so the
+// run either measures (a GPU) or says that no device is visible.
+TEST(GemmTest, CudaLoadsCublasOnFirstUse) {
+  EXPECT_FALSE(Mapped("libcublas.so")) << "cuBLAS was loaded before any CUDA GEMM";
+  EXPECT_FALSE(Mapped("libcudart.so")) << "the CUDA runtime was loaded before any CUDA GEMM";
+  GemmOptions o = Small(GemmType::kFp32, 64, 64, 64);
+  o.device = GemmDevice::kCuda;
+  auto r = MeasureGemm(o);
+  if (!r.ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_THAT(r.status().message(), HasSubstr("no CUDA device visible"));
+  }
+  EXPECT_TRUE(Mapped("libcublas.so"));
+  EXPECT_TRUE(Mapped("libcudart.so"));
+}
+#endif
 
 // In a CUDA build this path is covered by gemm_gpu_test.cc (label gpu).
 #if !GANTRY_HAVE_CUDA

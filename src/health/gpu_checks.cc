@@ -959,12 +959,21 @@ class GpuThermalCheck : public NvmlCheck {
 // ------------------------------------------------------------ gpu_bandwidth
 
 #if GANTRY_HAVE_CUDA
-#define GANTRY_GPU_BW_CUDART(X)                                                              \
-  X(cudaGetDeviceCount)                                                                      \
-  X(cudaSetDevice)                                                                           \
-  X(cudaMallocHost) X(cudaMalloc) X(cudaFree) X(cudaFreeHost) X(cudaEventCreate)             \
-      X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventSynchronize) X(cudaEventElapsedTime) \
-          X(cudaMemcpy) X(cudaMemcpyAsync) X(cudaGetErrorString)
+#define GANTRY_GPU_BW_CUDART(X) \
+  X(cudaGetDeviceCount)         \
+  X(cudaSetDevice)              \
+  X(cudaMallocHost)             \
+  X(cudaMalloc)                 \
+  X(cudaFree)                   \
+  X(cudaFreeHost)               \
+  X(cudaEventCreate)            \
+  X(cudaEventDestroy)           \
+  X(cudaEventRecord)            \
+  X(cudaEventSynchronize)       \
+  X(cudaEventElapsedTime)       \
+  X(cudaMemcpy)                 \
+  X(cudaMemcpyAsync)            \
+  X(cudaGetErrorString)
 #define GANTRY_GPU_BW_STR_(x) #x
 #define GANTRY_GPU_BW_STR(x) GANTRY_GPU_BW_STR_(x)
 
@@ -978,7 +987,8 @@ struct CudartApi {
 
 Result<const CudartApi*> LoadCudart() {
   static const plugin::LibrarySpec spec{
-      {"libcudart.so." GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR), "libcudart.so"},
+      {"libcudart.so." GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR),
+       GANTRY_CUDA_LIBDIR "/libcudart.so." GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR)},
       "the gpu_bandwidth check",
       "CUDA runtime",
       "install the CUDA runtime (libcudart" GANTRY_GPU_BW_STR(GANTRY_CUDA_MAJOR) ")"};
