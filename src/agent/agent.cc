@@ -36,6 +36,34 @@ std::string Hostname() {
   return buf;
 }
 
+// `key`: a map of node_exporter collector names to booleans (--collector.NAME
+// / --no-collector.NAME).
+Result<std::vector<std::pair<std::string, bool>>> ParseCollectorSwitches(const Config& cfg,
+                                                                         const std::string& key) {
+  std::vector<std::pair<std::string, bool>> out;
+  if (!cfg.Has(key)) return out;
+  if (!cfg.IsMap(key)) {
+    return InvalidArgument(cfg.Locate(key) +
+                           ": must be a map of node_exporter collector names to true/false, "
+                           "e.g. {textfile: true, netclass: false}");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> names, cfg.Keys(key));
+  for (const std::string& name : names) {
+    std::string k = key + "." + name;
+    if (FindNodeExporterCollector(name) == nullptr) {
+      std::string known;
+      for (const NodeCollectorInfo& c : NodeExporterCollectors()) {
+        known.append(known.empty() ? "" : ", ").append(c.name);
+      }
+      return InvalidArgument(cfg.Locate(k) + ": '" + name +
+                             "' is not a node_exporter collector; use one of " + known);
+    }
+    ASSIGN_OR_RETURN(bool on, cfg.GetBool(k, true));
+    out.emplace_back(name, on);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DefaultHistoryPath() {
@@ -53,8 +81,9 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
   ASSIGN_OR_RETURN(Config cfg, Config::LoadString(yaml_text, origin));
   RETURN_IF_ERROR(cfg.CheckKnownKeys("", {"listen", "hostname", "collection", "history", "alerts",
                                           "notify", "idle", "dashboard"}));
-  RETURN_IF_ERROR(
-      cfg.CheckKnownKeys("collection", {"interval", "cache", "root", "gpu", "nvml_library"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "collection",
+      {"interval", "cache", "root", "gpu", "nvml_library", "collectors", "textfile_directory"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys("history", {"path", "resolution", "retention"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys("alerts", {"rules", "rules_file"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
@@ -76,6 +105,8 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
   ASSIGN_OR_RETURN(c.root, cfg.GetString("collection.root", c.root));
   ASSIGN_OR_RETURN(c.gpu, cfg.GetBool("collection.gpu", c.gpu));
   ASSIGN_OR_RETURN(c.nvml_library, cfg.GetString("collection.nvml_library", ""));
+  ASSIGN_OR_RETURN(c.collectors, ParseCollectorSwitches(cfg, "collection.collectors"));
+  ASSIGN_OR_RETURN(c.textfile_directory, cfg.GetString("collection.textfile_directory", ""));
   ASSIGN_OR_RETURN(c.history_path, cfg.GetString("history.path", ""));
   ASSIGN_OR_RETURN(auto resolution, cfg.GetDuration("history.resolution", c.history.resolution));
   ASSIGN_OR_RETURN(auto retention, cfg.GetDuration("history.retention", c.history.retention));
@@ -235,6 +266,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, const Cl
 
   NodeCollectorOptions node_options;
   node_options.root = config.root;
+  node_options.collectors = config.collectors;
+  node_options.textfile_directory = config.textfile_directory;
   impl->node = NewNodeCollector(node_options);
   if (config.gpu) {
     GpuCollectorOptions gpu_options;

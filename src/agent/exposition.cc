@@ -137,7 +137,10 @@ void RenderExposition(const Snapshot& snapshot, ExpositionFormat format, std::st
   for (const Family& f : snapshot.families) {
     if (f.series.empty()) continue;
     std::string_view name = f.name;
-    std::string_view type = f.type == MetricType::kCounter ? "counter" : "gauge";
+    std::string_view type = f.type == MetricType::kCounter ? "counter"
+                            : f.type == MetricType::kGauge ? "gauge"
+                            : om                           ? "unknown"
+                                                           : "untyped";
     std::string_view family_name = name;
     if (om && f.type == MetricType::kCounter) {
       if (EndsWith(name, "_total")) {

@@ -18,6 +18,12 @@
 //     root: /                       # where /proc and /sys are read (e.g. /host in a container)
 //     gpu: true                     # NVML metrics when a driver is found
 //     nvml_library: ""              # "" = $GANTRY_NVML_LIBRARY or libnvidia-ml.so.1
+//     collectors:                   # node_exporter's collector switches over its defaults:
+//       textfile: true              #   NAME: true  = --collector.NAME
+//       netclass: false             #   NAME: false = --no-collector.NAME
+//                                   # names: NodeExporterCollectors() (docs/agent.md); an
+//                                   # unknown name is an error
+//     textfile_directory: ""        # --collector.textfile.directory: *.prom files served
 //   history:
 //     path: ""                      # "" = /var/lib/gantry/agent/history.db as root, else
 //                                   # ~/.local/state/gantry/agent/history.db; ":memory:" = none on
@@ -55,8 +61,8 @@
 #include "gantry/agent/dashboard.h"
 #include "gantry/agent/history.h"
 #include "gantry/agent/idle.h"
-#include "gantry/alerting/notify.h"
 #include "gantry/agent/rules.h"
+#include "gantry/alerting/notify.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/status.h"
 
@@ -78,6 +84,8 @@ struct AgentConfig {
   std::string root = "/";
   bool gpu = true;
   std::string nvml_library;
+  std::vector<std::pair<std::string, bool>> collectors;  // collection.collectors, in file order
+  std::string textfile_directory;
   std::string history_path;  // "" = the default location (see above)
   HistoryOptions history;
   std::vector<Rule> rules;

@@ -20,7 +20,10 @@
 // one thread collects at a time.
 #pragma once
 
+#include <sys/timex.h>
+
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -96,6 +99,21 @@ class Collector {
   virtual void Collect(SnapshotWriter* writer) = 0;
 };
 
+// node_exporter's collectors by their `--collector.<name>` names. `implemented`:
+// gantry serves that collector's families; the others are accepted in
+// switches (so a node_exporter command line translates one to one) and do
+// nothing. `default_on` is node_exporter 1.5's default.
+struct NodeCollectorInfo {
+  std::string_view name;
+  bool default_on;
+  bool implemented;
+  std::string_view files;     // what it reads (docs)
+  std::string_view families;  // what it serves (docs)
+};
+const std::vector<NodeCollectorInfo>& NodeExporterCollectors();
+// The entry called `name`, or nullptr when node_exporter has no such collector.
+const NodeCollectorInfo* FindNodeExporterCollector(std::string_view name);
+
 struct NodeCollectorOptions {
   // Prefix for /proc and /sys and for statfs of mount points ("/" normally;
   // a FakeRoot directory in tests).
@@ -114,10 +132,29 @@ struct NodeCollectorOptions {
                                                      "/run/credentials/",
                                                      "/var/lib/docker/",
                                                      "/var/lib/containers/storage/"};
+  // Switches over node_exporter's defaults, like --collector.<name> (true) and
+  // --no-collector.<name> (false); names from NodeExporterCollectors().
+  std::vector<std::pair<std::string, bool>> collectors;
+  // The textfile collector's directory (--collector.textfile.directory): every
+  // *.prom file there, in the Prometheus text format, is merged into the
+  // scrape. "" = none (node_textfile_scrape_error stays 0).
+  std::string textfile_directory;
+  // The timex collector's adjtimex(2); null = the system call. Returns the
+  // clock state (5 = TIME_ERROR: not synchronised) or -1 on error.
+  std::function<int(::timex*)> adjtimex;
 };
 
-// CPU, load, pressure, memory, disk I/O, filesystems, network, boot time,
-// time and uname, named as node_exporter names them:
+// Whether `options` switch on the collector `name` (the default, then the
+// last switch for it).
+bool NodeCollectorEnabled(const NodeCollectorOptions& options, std::string_view name);
+
+// node_exporter's collectors cpu, stat, loadavg, pressure, meminfo,
+// diskstats, filesystem, netdev, netclass, netstat, sockstat, vmstat, filefd,
+// timex, softnet, conntrack, entropy, arp, udp_queues, textfile, time and
+// uname (docs/agent.md lists files and families), each timed as
+// node_scrape_collector_duration_seconds{collector} with
+// node_scrape_collector_success{collector} (0 when its files cannot be read
+// or parsed). Named as node_exporter names them, e.g.:
 //   node_cpu_seconds_total{cpu,mode}, node_cpu_guest_seconds_total{cpu,mode},
 //   node_load1/5/15, node_pressure_{cpu,io,memory}_waiting_seconds_total,
 //   node_pressure_{io,memory}_stalled_seconds_total, node_memory_<Field>_bytes,

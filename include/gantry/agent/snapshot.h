@@ -13,7 +13,9 @@
 
 namespace gantry::agent {
 
-enum class MetricType { kCounter, kGauge };
+// kUntyped: node_exporter's netstat and vmstat families, and textfile samples
+// without a TYPE line ("untyped" in the text format, "unknown" in OpenMetrics).
+enum class MetricType { kCounter, kGauge, kUntyped };
 
 struct Series {
   metrics::Labels labels;  // sorted by name
