@@ -140,7 +140,8 @@ TEST_F(AgentTest, ServesMetricsHealthzAndNegotiatesOpenMetrics) {
   EXPECT_THAT(text, HasSubstr("# TYPE node_cpu_seconds_total counter\n"));
   EXPECT_THAT(text, HasSubstr("node_memory_MemAvailable_bytes 614400\n"));
   EXPECT_THAT(text, HasSubstr("node_network_receive_bytes_total{device=\"eth0\"} 1000\n"));
-  EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_GPU_UTIL{Hostname=\"test-node\",UUID=\"GPU-fake-0\","
+  EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_GPU_UTIL{DCGM_FI_DRIVER_VERSION=\"550.54.15\","
+                              "Hostname=\"test-node\",UUID=\"GPU-fake-0\","
                               "device=\"nvidia0\",gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\","
                               "pci_bus_id=\"00000001:00:00.0\"} 55\n"));
   EXPECT_THAT(text, Not(HasSubstr("# EOF")));

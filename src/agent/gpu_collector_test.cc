@@ -13,6 +13,7 @@ namespace {
 using health::testing::FakeNvmlEnv;
 using health::testing::FakeNvmlPath;
 using health::testing::HealthyNode;
+using health::testing::HopperNode;
 
 std::optional<double> Value(const Snapshot& s, std::string_view name, std::string_view gpu) {
   const Family* f = s.Find(name);
@@ -77,7 +78,8 @@ TEST(GpuCollectorTest, DcgmNamesLabelsAndUnits) {
 
   const Family* util = snap.Find("DCGM_FI_DEV_GPU_UTIL");
   ASSERT_EQ(util->series.size(), 2u);
-  EXPECT_EQ(util->series[1].labels, (metrics::Labels{{"Hostname", "node-7"},
+  EXPECT_EQ(util->series[1].labels, (metrics::Labels{{"DCGM_FI_DRIVER_VERSION", "550.54.15"},
+                                                     {"Hostname", "node-7"},
                                                      {"UUID", "GPU-fake-1"},
                                                      {"device", "nvidia1"},
                                                      {"gpu", "1"},
@@ -104,6 +106,194 @@ TEST(GpuCollectorTest, UnsupportedFieldsAreLeftOutAndNotAskedAgain) {
   EXPECT_EQ(snap.Find("DCGM_FI_DEV_POWER_USAGE"), nullptr);
   EXPECT_EQ(Value(snap, "DCGM_FI_DEV_GPU_TEMP", "0"), 40);
   EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_USED", "0"), 4);
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::optional<std::string> LabelOf(const Snapshot& s, std::string_view name, std::string_view key) {
+  const Family* f = s.Find(name);
+  if (f == nullptr || f->series.empty()) return std::nullopt;
+  for (const auto& [k, v] : f->series[0].labels) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+TEST(GpuCollectorTest, RemainingDcgmDefaultFieldsFromHopperGpu) {
+  FakeNvmlEnv env;
+  env.Write(HopperNode(2));
+  auto c = NewGpuCollector({.nvml_library = FakeNvmlPath(), .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Snapshot snap = Collect(c->get());
+
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_MEMORY_TEMP", "0"), 45);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_MEMORY_TEMP", "1"), 46);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_ENC_UTIL", "0"), 3);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_DEC_UTIL", "0"), 4);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_RESERVED", "0"), 512);
+  // v2 semantics: free = total - used - reserved (85520809984 B total, 4 MiB used).
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_FREE", "0"), (85520809984ull - (516ull << 20)) >> 20);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "1"), 1001 + 2000);
+  EXPECT_EQ(Value(snap, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), 0);
+  EXPECT_EQ(LabelOf(snap, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DRIVER_VERSION"), "550.54.15");
+  EXPECT_EQ(LabelOf(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DRIVER_VERSION"), "550.54.15");
+
+  // The first collection already has a GPM interval (sampled at creation):
+  // percent -> ratio, MiB/s -> bytes/s.
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0").value_or(-1), 0.55);
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "0").value_or(-1), 0.20);
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_DRAM_ACTIVE", "0").value_or(-1), 0.30);
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_PCIE_TX_BYTES", "0").value_or(-1), 100 * kMiB);
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_PCIE_RX_BYTES", "1").value_or(-1), 200 * kMiB);
+
+  EXPECT_EQ(snap.Find("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")->type, MetricType::kCounter);
+  EXPECT_EQ(snap.Find("DCGM_FI_PROF_PCIE_TX_BYTES")->type, MetricType::kGauge);
+  EXPECT_EQ(snap.Find("DCGM_FI_PROF_GR_ENGINE_ACTIVE")->help,
+            "Ratio of time the graphics engine is active.");
+  EXPECT_EQ(snap.Find("DCGM_FI_DEV_FB_RESERVED")->help, "Framebuffer memory reserved (in MiB).");
+
+  // The next collection reports the next interval, against the kept sample.
+  Snapshot again = Collect(c->get());
+  EXPECT_EQ(Value(again, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0"), 0);
+  EXPECT_DOUBLE_EQ(Value(again, "DCGM_FI_PROF_PCIE_TX_BYTES", "0").value_or(-1), 0.5 * kMiB);
+  EXPECT_DOUBLE_EQ(Value(again, "DCGM_FI_PROF_PCIE_RX_BYTES", "0").value_or(-1), 0.25 * kMiB);
+}
+
+TEST(GpuCollectorTest, GpuWithoutGpmHasNoProfilingSeries) {
+  FakeNvmlEnv env;
+  nlohmann::json s = HopperNode(3);
+  s["gpus"][1].erase("gpm");             // e.g. an A100: no GPM at all
+  s["gpus"][2]["gpm"]["supported"] = 0;  // GPM API present, device not supported
+  env.Write(s);
+  auto c = NewGpuCollector({.nvml_library = FakeNvmlPath(), .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (int round = 0; round < 2; ++round) {
+    Snapshot snap = Collect(c->get());
+    for (std::string_view name :
+         {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+          "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"}) {
+      EXPECT_TRUE(Value(snap, name, "0").has_value()) << name;
+      EXPECT_EQ(Value(snap, name, "1"), std::nullopt) << name << " must be absent, not 0";
+      EXPECT_EQ(Value(snap, name, "2"), std::nullopt) << name << " must be absent, not 0";
+    }
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_MEMORY_TEMP", "1"), 46);  // the rest is unaffected
+  }
+}
+
+TEST(GpuCollectorTest, FailingNewCallsLeaveTheirSeriesOut) {
+  FakeNvmlEnv env;
+  nlohmann::json s = HopperNode(3);
+  s["gpus"][0]["errors"] = {{"nvmlGpmSampleGet", 15},  // GPU is lost
+                            {"nvmlDeviceGetFieldValues", 999},
+                            {"nvmlDeviceGetEncoderUtilization", 15},
+                            {"nvmlDeviceGetDecoderUtilization", 3},
+                            {"nvmlDeviceGetVirtualizationMode", 999}};
+  s["gpus"][1]["errors"] = {{"nvmlGpmMetricsGet", 999}};
+  s["gpus"][1].erase("memory_temp_c");                      // this one field NOT_SUPPORTED
+  s["gpus"][1]["gpm"]["metrics"][0].erase("dram_bw_util");  // one GPM metric not reported
+  s["gpus"][2]["virtualization_mode"] = 2;                  // a vGPU guest
+  s["gpus"][2]["memory_info"].erase("reserved");            // driver without _v2: v1 fallback
+  env.Write(s);
+  auto c = NewGpuCollector({.nvml_library = FakeNvmlPath(), .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (int round = 0; round < 2; ++round) {
+    Snapshot snap = Collect(c->get());
+    EXPECT_EQ(Value(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_MEMORY_TEMP", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_ENC_UTIL", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_DEC_UTIL", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "0"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_GPU_TEMP", "0"), 40);  // the old fields still there
+
+    EXPECT_EQ(Value(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "1"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_MEMORY_TEMP", "1"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "1"), 3001);
+
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "2"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_RESERVED", "2"), std::nullopt);
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_USED", "2"), 4);
+    EXPECT_TRUE(Value(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2").has_value());
+  }
+}
+
+TEST(GpuCollectorTest, OneGpmMetricMissingLeavesOnlyThatSeriesOut) {
+  FakeNvmlEnv env;
+  nlohmann::json s = HopperNode(1);
+  s["gpus"][0]["gpm"]["metrics"] = {{{"graphics_util", 10.0}, {"pcie_rx_mib_s", 1.0}}};
+  env.Write(s);
+  auto c = NewGpuCollector({.nvml_library = FakeNvmlPath(), .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Snapshot snap = Collect(c->get());
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "0").value_or(-1), 0.10);
+  EXPECT_DOUBLE_EQ(Value(snap, "DCGM_FI_PROF_PCIE_RX_BYTES", "0").value_or(-1), kMiB);
+  EXPECT_EQ(snap.Find("DCGM_FI_PROF_DRAM_ACTIVE"), nullptr);
+  EXPECT_EQ(snap.Find("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), nullptr);
+  EXPECT_EQ(snap.Find("DCGM_FI_PROF_PCIE_TX_BYTES"), nullptr);
+}
+
+TEST(GpuCollectorTest, NoDriverVersionMeansNoDriverLabel) {
+  FakeNvmlEnv env;
+  nlohmann::json s = HopperNode(1);
+  s["errors"] = {{"nvmlSystemGetDriverVersion", 999}};
+  env.Write(s);
+  auto c = NewGpuCollector({.nvml_library = FakeNvmlPath(), .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Snapshot snap = Collect(c->get());
+  EXPECT_EQ(LabelOf(snap, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DRIVER_VERSION"), std::nullopt);
+  EXPECT_EQ(LabelOf(snap, "DCGM_FI_DEV_GPU_TEMP", "UUID"), "GPU-fake-0");
+}
+
+TEST(NvmlAgentCallsTest, FieldValuesGpmAndMemoryV2) {
+  FakeNvmlEnv env;
+  nlohmann::json s = HopperNode(2);
+  s["gpus"][1]["memory_info"].erase("reserved");
+  env.Write(s);
+  auto nvml = health::Nvml::Load(FakeNvmlPath());
+  ASSERT_TRUE(nvml.ok()) << nvml.status().ToString();
+  health::Nvml& n = **nvml;
+
+  auto fields = n.FieldValues(
+      0, {{.field = health::kFieldMemoryTemp},
+          {.field = health::kFieldNvLinkThroughputDataRx, .scope = health::kFieldScopeAllLinks},
+          {.field = health::kFieldNvLinkThroughputDataTx, .scope = 3},
+          {.field = 9999}});
+  ASSERT_TRUE(fields.ok()) << fields.status().ToString();
+  ASSERT_EQ(fields->size(), 4u);
+  EXPECT_TRUE((*fields)[0].status.ok());
+  EXPECT_EQ((*fields)[0].value, 45);
+  EXPECT_EQ((*fields)[1].value, 2000);
+  EXPECT_EQ((*fields)[2].status.code(), StatusCode::kUnimplemented);  // per-link: not modelled
+  EXPECT_EQ((*fields)[3].status.code(), StatusCode::kUnimplemented);
+
+  auto v2 = n.MemoryInfo(0);
+  ASSERT_TRUE(v2.ok());
+  EXPECT_TRUE(v2->has_reserved);
+  EXPECT_EQ(v2->reserved, 512ull << 20);
+  auto v1 = n.MemoryInfo(1);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_FALSE(v1->has_reserved);
+
+  EXPECT_EQ(n.EncoderUtilization(0).value_or(99), 3u);
+  EXPECT_EQ(n.DecoderUtilization(0).value_or(99), 4u);
+  EXPECT_EQ(n.VirtualizationMode(0).value_or(99), 0);
+
+  EXPECT_EQ(n.GpmSupported(0).value_or(false), true);
+  auto first = n.GpmCollect(0);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->has_value());  // one sample: no interval yet
+  auto second = n.GpmCollect(0);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE(second->has_value());
+  EXPECT_EQ((*second)->graphics_util, 55.0);
+  EXPECT_EQ((*second)->pcie_rx_mib_s, 200.0);
+  auto third = n.GpmCollect(0);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->pcie_tx_mib_s, 0.5);
+  // GPU 1's samples are its own: its first call has no interval either.
+  auto other = n.GpmCollect(1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->has_value());
 }
 
 TEST(GpuCollectorTest, NoNvmlIsUnavailable) {

@@ -25,6 +25,13 @@
 //                       pciDeviceId, pciSubSystemId; char busId[32]
 //   buffer sizes: NVML_DEVICE_NAME_V2_BUFFER_SIZE 96, NVML_DEVICE_UUID_V2_BUFFER_SIZE 96,
 //                 NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+// GPM, field values and nvmlMemory_v2_t (nvml.h of CUDA 12, mirrored in
+// nvml_abi.h): NVML_GPM_METRIC_GRAPHICS_UTIL 1, ANY_TENSOR_UTIL 5,
+// DRAM_BW_UTIL 10 (percent 0.0-100.0), PCIE_TX_PER_SEC 20, PCIE_RX_PER_SEC 21
+// (MiB/sec), NVML_GPM_METRIC_MAX 98, NVML_GPM_METRICS_GET_VERSION 1,
+// NVML_GPM_SUPPORT_VERSION 1; NVML_FI_DEV_MEMORY_TEMP 82,
+// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 / _RX 139 (KiB);
+// NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25.
 // Function signatures follow nvml.h as reproduced by NCCL's and DCGM's NVML
 // wrappers (nvmlDeviceGetRemappedRows(dev, unsigned*, unsigned*, unsigned*,
 // unsigned*), nvmlDeviceGetNvLinkState(dev, unsigned link, nvmlEnableState_t*), ...).
@@ -36,6 +43,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "nvml_abi.h"
 
@@ -68,6 +77,25 @@ using FnNvLinkState = nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*);
 using FnDev = nvmlReturn_t (*)(nvmlDevice_t);
 using FnDevSetInt = nvmlReturn_t (*)(nvmlDevice_t, int);
 using FnDevSet2 = nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned);
+using FnMemV2 = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
+using FnDevUint2 = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*);
+using FnFieldValues = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
+using FnGpmSupport = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
+using FnGpmSampleAlloc = nvmlReturn_t (*)(nvmlGpmSample_t*);
+using FnGpmSampleFree = nvmlReturn_t (*)(nvmlGpmSample_t);
+using FnGpmSampleGet = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSample_t);
+using FnGpmMetricsGet = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
+
+static_assert(kFieldMemoryTemp == kFiDevMemoryTemp);
+static_assert(kFieldNvLinkThroughputDataTx == kFiDevNvLinkThroughputDataTx);
+static_assert(kFieldNvLinkThroughputDataRx == kFiDevNvLinkThroughputDataRx);
+static_assert(kFieldScopeAllLinks == kScopeAllLinks);
+
+// A GPU's two GPM sample buffers: `prev` holds the last sample taken.
+struct GpmState {
+  nvmlGpmSample_t prev = nullptr, next = nullptr;
+  bool has_prev = false;
+};
 
 }  // namespace
 
@@ -110,6 +138,16 @@ struct Nvml::Impl {
   FnEventSetFree event_set_free = nullptr;
   FnRegisterEvents register_events = nullptr;
   FnEventSetWait event_set_wait = nullptr;
+  FnMemV2 memory_info_v2 = nullptr;
+  FnDevUint2 encoder_util = nullptr, decoder_util = nullptr;
+  FnDevInt virtualization_mode = nullptr;
+  FnFieldValues field_values = nullptr;
+  FnGpmSupport gpm_support = nullptr;
+  FnGpmSampleAlloc gpm_sample_alloc = nullptr;
+  FnGpmSampleFree gpm_sample_free = nullptr;
+  FnGpmSampleGet gpm_sample_get = nullptr;
+  FnGpmMetricsGet gpm_metrics_get = nullptr;
+  std::vector<GpmState> gpm;  // index = NVML index, grown on demand
 
   // PollXids state: the event set and the handle of each registered GPU.
   bool xid_subscribed = false;
@@ -265,6 +303,16 @@ Result<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   m.Bind(&m.event_set_free, "nvmlEventSetFree");
   m.Bind(&m.register_events, "nvmlDeviceRegisterEvents");
   m.Bind(&m.event_set_wait, "nvmlEventSetWait_v2", "nvmlEventSetWait");
+  m.Bind(&m.memory_info_v2, "nvmlDeviceGetMemoryInfo_v2");
+  m.Bind(&m.encoder_util, "nvmlDeviceGetEncoderUtilization");
+  m.Bind(&m.decoder_util, "nvmlDeviceGetDecoderUtilization");
+  m.Bind(&m.virtualization_mode, "nvmlDeviceGetVirtualizationMode");
+  m.Bind(&m.field_values, "nvmlDeviceGetFieldValues");
+  m.Bind(&m.gpm_support, "nvmlGpmQueryDeviceSupport");
+  m.Bind(&m.gpm_sample_alloc, "nvmlGpmSampleAlloc");
+  m.Bind(&m.gpm_sample_free, "nvmlGpmSampleFree");
+  m.Bind(&m.gpm_sample_get, "nvmlGpmSampleGet");
+  m.Bind(&m.gpm_metrics_get, "nvmlGpmMetricsGet");
 
   nvmlReturn_t rc = m.init();
   if (rc != kSuccess) {
@@ -284,6 +332,11 @@ Nvml::~Nvml() {
   if (impl_ && impl_->handle != nullptr) {
     if (impl_->xid_set != nullptr && impl_->event_set_free != nullptr) {
       impl_->event_set_free(impl_->xid_set);
+    }
+    for (GpmState& g : impl_->gpm) {
+      if (impl_->gpm_sample_free == nullptr) break;
+      if (g.prev != nullptr) impl_->gpm_sample_free(g.prev);
+      if (g.next != nullptr) impl_->gpm_sample_free(g.next);
     }
     impl_->shutdown();
     dlclose(impl_->handle);
@@ -508,15 +561,36 @@ Result<GpuUtilization> Nvml::Utilization(int gpu) {
 }
 
 Result<GpuMemory> Nvml::MemoryInfo(int gpu) {
-  if (impl_->memory_info == nullptr) return impl_->Missing("nvmlDeviceGetMemoryInfo");
-  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
-  nvmlMemory_t m{};
-  nvmlReturn_t rc = impl_->memory_info(dev, &m);
-  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetMemoryInfo", gpu, rc);
+  Impl& m = *impl_;
+  if (m.memory_info_v2 != nullptr) {
+    ASSIGN_OR_RETURN(nvmlDevice_t dev, m.Device(gpu));
+    nvmlMemory_v2_t v2{};
+    v2.version = kMemoryV2Version;
+    nvmlReturn_t rc = m.memory_info_v2(dev, &v2);
+    if (rc == kSuccess) {
+      GpuMemory out;
+      out.total = v2.total;
+      out.free = v2.free;
+      out.used = v2.used;
+      out.has_reserved = true;
+      out.reserved = v2.reserved;
+      return out;
+    }
+    // NOT_SUPPORTED / version mismatch (older drivers): the v1 call below.
+    if (rc != kErrorNotSupported && rc != kErrorArgumentVersionMismatch &&
+        rc != kErrorFunctionNotFound) {
+      return m.Error("nvmlDeviceGetMemoryInfo_v2", gpu, rc);
+    }
+  }
+  if (m.memory_info == nullptr) return m.Missing("nvmlDeviceGetMemoryInfo");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, m.Device(gpu));
+  nvmlMemory_t v1{};
+  nvmlReturn_t rc = m.memory_info(dev, &v1);
+  if (rc != kSuccess) return m.Error("nvmlDeviceGetMemoryInfo", gpu, rc);
   GpuMemory out;
-  out.total = m.total;
-  out.free = m.free;
-  out.used = m.used;
+  out.total = v1.total;
+  out.free = v1.free;
+  out.used = v1.used;
   return out;
 }
 
@@ -533,6 +607,148 @@ Result<uint64_t> Nvml::TotalEnergyMj(int gpu) {
 
 Result<unsigned> Nvml::PcieReplayCounter(int gpu) {
   return impl_->DevUint(impl_->pcie_replay, "nvmlDeviceGetPcieReplayCounter", gpu);
+}
+
+Result<unsigned> Nvml::EncoderUtilization(int gpu) {
+  if (impl_->encoder_util == nullptr) return impl_->Missing("nvmlDeviceGetEncoderUtilization");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned util = 0, period_us = 0;
+  nvmlReturn_t rc = impl_->encoder_util(dev, &util, &period_us);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetEncoderUtilization", gpu, rc);
+  return util;
+}
+
+Result<unsigned> Nvml::DecoderUtilization(int gpu) {
+  if (impl_->decoder_util == nullptr) return impl_->Missing("nvmlDeviceGetDecoderUtilization");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  unsigned util = 0, period_us = 0;
+  nvmlReturn_t rc = impl_->decoder_util(dev, &util, &period_us);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetDecoderUtilization", gpu, rc);
+  return util;
+}
+
+Result<int> Nvml::VirtualizationMode(int gpu) {
+  if (impl_->virtualization_mode == nullptr) {
+    return impl_->Missing("nvmlDeviceGetVirtualizationMode");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, impl_->Device(gpu));
+  int mode = 0;
+  nvmlReturn_t rc = impl_->virtualization_mode(dev, &mode);
+  if (rc != kSuccess) return impl_->Error("nvmlDeviceGetVirtualizationMode", gpu, rc);
+  return mode;
+}
+
+Result<std::vector<FieldValue>> Nvml::FieldValues(int gpu, std::vector<FieldValue> fields) {
+  Impl& m = *impl_;
+  if (m.field_values == nullptr) return m.Missing("nvmlDeviceGetFieldValues");
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, m.Device(gpu));
+  std::vector<nvmlFieldValue_t> raw(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    std::memset(&raw[i], 0, sizeof(raw[i]));
+    raw[i].fieldId = fields[i].field;
+    raw[i].scopeId = fields[i].scope;
+  }
+  nvmlReturn_t rc = m.field_values(dev, static_cast<int>(raw.size()), raw.data());
+  if (rc != kSuccess) return m.Error("nvmlDeviceGetFieldValues", gpu, rc);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const nvmlFieldValue_t& r = raw[i];
+    FieldValue& f = fields[i];
+    if (r.nvmlReturn != kSuccess) {
+      f.status =
+          m.Error(fmt::format("nvmlDeviceGetFieldValues(field {})", f.field), gpu, r.nvmlReturn);
+      continue;
+    }
+    switch (r.valueType) {
+      case kValueTypeDouble:
+        f.value = r.value.dVal;
+        break;
+      case kValueTypeUnsignedInt:
+        f.value = r.value.uiVal;
+        break;
+      case kValueTypeUnsignedLong:
+        f.value = static_cast<double>(r.value.ulVal);
+        break;
+      case kValueTypeUnsignedLongLong:
+        f.value = static_cast<double>(r.value.ullVal);
+        break;
+      case kValueTypeSignedLongLong:
+        f.value = static_cast<double>(r.value.sllVal);
+        break;
+      case kValueTypeSignedInt:
+        f.value = r.value.siVal;
+        break;
+      default:
+        f.status = Internal(
+            fmt::format("nvmlDeviceGetFieldValues(GPU {}): field {} has unknown value type {}", gpu,
+                        f.field, r.valueType));
+    }
+  }
+  return fields;
+}
+
+Result<bool> Nvml::GpmSupported(int gpu) {
+  Impl& m = *impl_;
+  if (m.gpm_support == nullptr || m.gpm_sample_alloc == nullptr || m.gpm_sample_free == nullptr ||
+      m.gpm_sample_get == nullptr || m.gpm_metrics_get == nullptr) {
+    return m.Missing("nvmlGpmQueryDeviceSupport/nvmlGpmSampleGet/nvmlGpmMetricsGet");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, m.Device(gpu));
+  nvmlGpmSupport_t support{};
+  support.version = kGpmSupportVersion;
+  nvmlReturn_t rc = m.gpm_support(dev, &support);
+  if (rc != kSuccess) return m.Error("nvmlGpmQueryDeviceSupport", gpu, rc);
+  return support.isSupportedDevice != 0;
+}
+
+Result<std::optional<GpmMetrics>> Nvml::GpmCollect(int gpu) {
+  Impl& m = *impl_;
+  if (m.gpm_sample_alloc == nullptr || m.gpm_sample_free == nullptr ||
+      m.gpm_sample_get == nullptr || m.gpm_metrics_get == nullptr) {
+    return m.Missing("nvmlGpmSampleAlloc/nvmlGpmSampleGet/nvmlGpmMetricsGet");
+  }
+  ASSIGN_OR_RETURN(nvmlDevice_t dev, m.Device(gpu));
+  if (m.gpm.size() <= static_cast<size_t>(gpu)) m.gpm.resize(static_cast<size_t>(gpu) + 1);
+  GpmState& st = m.gpm[static_cast<size_t>(gpu)];
+  for (nvmlGpmSample_t* s : {&st.prev, &st.next}) {
+    if (*s != nullptr) continue;
+    nvmlReturn_t rc = m.gpm_sample_alloc(s);
+    if (rc != kSuccess) {
+      *s = nullptr;
+      return m.Error("nvmlGpmSampleAlloc", gpu, rc);
+    }
+  }
+  nvmlReturn_t rc = m.gpm_sample_get(dev, st.next);
+  if (rc != kSuccess) {
+    // The previous sample stays the baseline: the next interval is longer,
+    // never wrong.
+    return m.Error("nvmlGpmSampleGet", gpu, rc);
+  }
+  std::swap(st.prev, st.next);  // prev = the sample just taken, next = the older one
+  if (!st.has_prev) {
+    st.has_prev = true;
+    return std::optional<GpmMetrics>();
+  }
+  // nvmlGpmMetricsGet_t is about 4 KiB (room for every metric id): on the heap.
+  auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+  std::memset(get.get(), 0, sizeof(*get));
+  get->version = kGpmMetricsGetVersion;
+  constexpr unsigned kIds[] = {kGpmMetricGraphicsUtil, kGpmMetricAnyTensorUtil,
+                               kGpmMetricDramBwUtil, kGpmMetricPcieTxPerSec,
+                               kGpmMetricPcieRxPerSec};
+  get->numMetrics = static_cast<unsigned>(std::size(kIds));
+  get->sample1 = st.next;  // older
+  get->sample2 = st.prev;  // newer
+  for (unsigned i = 0; i < get->numMetrics; ++i) get->metrics[i].metricId = kIds[i];
+  rc = m.gpm_metrics_get(get.get());
+  if (rc != kSuccess) return m.Error("nvmlGpmMetricsGet", gpu, rc);
+  GpmMetrics out;
+  std::optional<double>* slots[] = {&out.graphics_util, &out.any_tensor_util, &out.dram_bw_util,
+                                    &out.pcie_tx_mib_s, &out.pcie_rx_mib_s};
+  for (unsigned i = 0; i < get->numMetrics; ++i) {
+    const nvmlGpmMetric_t& x = get->metrics[i];
+    if (x.metricId == kIds[i] && x.nvmlReturn == kSuccess) *slots[i] = x.value;
+  }
+  return std::optional<GpmMetrics>(out);
 }
 
 Result<std::vector<GpuXid>> Nvml::PollXids() {

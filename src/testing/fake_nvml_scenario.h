@@ -62,6 +62,41 @@ inline nlohmann::json HealthyH100(int i) {
   return g;
 }
 
+// HealthyH100 plus what dcgm-exporter's remaining default fields read: memory
+// temperature, encoder/decoder utilisation, reserved framebuffer (so the
+// nvmlDeviceGetMemoryInfo_v2 path), NVLink throughput and GPM with two
+// intervals of metrics (the first with the GPU busy, the second idle).
+inline nlohmann::json HopperH100(int i) {
+  nlohmann::json g = HealthyH100(i);
+  g["memory_temp_c"] = 45 + i;
+  g["encoder_util"] = 3;
+  g["decoder_util"] = 4;
+  g["memory_info"]["reserved"] = 512ull << 20;
+  g["nvlink_throughput_kib"] = {{"tx", 1000 + i}, {"rx", 2000}};
+  g["virtualization_mode"] = 0;
+  g["gpm"] = {{"supported", 1},
+              {"metrics",
+               {{{"graphics_util", 55.0},
+                 {"any_tensor_util", 20.0},
+                 {"dram_bw_util", 30.0},
+                 {"pcie_tx_mib_s", 100.0},
+                 {"pcie_rx_mib_s", 200.0}},
+                {{"graphics_util", 0.0},
+                 {"any_tensor_util", 0.0},
+                 {"dram_bw_util", 0.0},
+                 {"pcie_tx_mib_s", 0.5},
+                 {"pcie_rx_mib_s", 0.25}}}}};
+  return g;
+}
+
+inline nlohmann::json HopperNode(int gpus = 8) {
+  nlohmann::json s;
+  s["driver_version"] = "550.54.15";
+  s["gpus"] = nlohmann::json::array();
+  for (int i = 0; i < gpus; ++i) s["gpus"].push_back(HopperH100(i));
+  return s;
+}
+
 inline nlohmann::json HealthyNode(int gpus = 8) {
   nlohmann::json s;
   s["driver_version"] = "550.54.15";

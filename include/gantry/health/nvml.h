@@ -17,7 +17,8 @@
 // Fake NVML scenario (JSON; path in $GANTRY_FAKE_NVML_SCENARIO, call log
 // appended as JSON lines to $GANTRY_FAKE_NVML_LOG when set):
 //   {"driver_version": "550.54.15", "init_error": 0 (an nvmlReturn_t to fail nvmlInit with),
-//    "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-...", "pci_bus_id": "00000001:00:00.0",
+//    "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-...", "pci_bus_id":
+//    "00000001:00:00.0",
 //              "driver_version": optional per-GPU override (to test inconsistency),
 //              "persistence": 1, "ecc": {"volatile": {"corrected": 0, "uncorrected": 0},
 //                                       "aggregate": {"corrected": 0, "uncorrected": 0},
@@ -25,16 +26,26 @@
 //                                       "dram_uncorrected": 0, "dram_corrected": 0},
 //              "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
 //              "retired_pages_pending": 0,
-//              "clocks_event_reasons": 0, "nvlink": [1,1,...] (state per link; absent = not supported),
-//              "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
+//              "clocks_event_reasons": 0, "nvlink": [1,1,...] (state per link; absent = not
+//              supported), "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
 //              "temperature_c": 40, "power_mw": 300000, "power_limit_mw": 700000,
 //              "clocks": {"app_graphics": 1755, "app_memory": 2619, "max_graphics": 1980,
 //                         "max_memory": 2619, "default_app_graphics": 1755,
 //                         "default_app_memory": 2619,
 //                         "sm": 1980, "memory": 2619 (current, nvmlDeviceGetClockInfo)},
 //              "utilization": {"gpu": 37, "memory": 12} (percent),
-//              "memory_info": {"total": 85899345920, "used": 1073741824}
-//                             (bytes; free = total - used unless "free" is given),
+//              "memory_info": {"total": 85899345920, "used": 1073741824, "reserved": 0}
+//                             (bytes; free = total - used - reserved unless "free" is given;
+//                             "reserved" absent = nvmlDeviceGetMemoryInfo_v2 not supported),
+//              "memory_temp_c": 45 (NVML_FI_DEV_MEMORY_TEMP), "encoder_util": 3,
+//              "decoder_util": 4 (percent), "nvlink_throughput_kib": {"tx": 1024, "rx": 2048}
+//                             (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, all links),
+//              "virtualization_mode": 0 (nvmlGpuVirtualizationMode_t),
+//              "gpm": {"supported": 1, "metrics": [{"graphics_util": 55.5, "any_tensor_util": 20,
+//                      "dram_bw_util": 30, "pcie_tx_mib_s": 100, "pcie_rx_mib_s": 200}, ...]}
+//                     (nvmlGpmMetricsGet between a GPU's samples n-1 and n, counted from 0,
+//                     answers metrics[n-1], the last entry once past the end; a key left out is
+//                     NOT_SUPPORTED for that metric; no "gpm" = GPM not supported),
 //              "energy_mj": 123456 (total energy since driver load), "pcie_replay": 0,
 //              "xids": [79, ...] (Xid critical errors, delivered once each, in order,
 //                      by nvmlEventSetWait_v2 to an event set registered for the GPU),
@@ -44,6 +55,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,9 +91,35 @@ struct GpuUtilization {  // percent over NVML's last sample period
   unsigned gpu = 0, memory = 0;
 };
 
-struct GpuMemory {  // bytes (nvmlDeviceGetMemoryInfo)
+struct GpuMemory {  // bytes (nvmlDeviceGetMemoryInfo_v2, else nvmlDeviceGetMemoryInfo)
   uint64_t total = 0, free = 0, used = 0;
+  // Reserved by the driver and firmware; only nvmlDeviceGetMemoryInfo_v2
+  // reports it (false with the v1 call).
+  bool has_reserved = false;
+  uint64_t reserved = 0;
 };
+
+// nvmlDeviceGetFieldValues: one requested field and what NVML answered.
+struct FieldValue {
+  unsigned field = 0;  // NVML_FI_* id
+  unsigned scope = 0;  // link for NVLink fields; 0xFFFFFFFF = all links
+  Status status;       // the per-field nvmlReturn (Unimplemented: not supported)
+  double value = 0;    // converted from NVML's value type
+};
+
+// Five GPM metrics (nvmlGpmMetricsGet) over the interval between two samples,
+// in NVML's units: utilisations in percent (0..100), PCIe in MiB/s. A metric
+// the GPU did not report is unset.
+struct GpmMetrics {
+  std::optional<double> graphics_util, any_tensor_util, dram_bw_util;
+  std::optional<double> pcie_tx_mib_s, pcie_rx_mib_s;
+};
+
+// NVML field ids Gantry reads (nvml.h NVML_FI_DEV_*).
+inline constexpr unsigned kFieldMemoryTemp = 82;
+inline constexpr unsigned kFieldNvLinkThroughputDataTx = 138;  // KiB since driver load
+inline constexpr unsigned kFieldNvLinkThroughputDataRx = 139;
+inline constexpr unsigned kFieldScopeAllLinks = 0xFFFFFFFFu;
 
 struct GpuXid {
   int gpu = 0;       // NVML index
@@ -129,9 +167,28 @@ class Nvml {
   Result<unsigned> SmClockMhz(int gpu);
   Result<unsigned> MemClockMhz(int gpu);
   Result<GpuUtilization> Utilization(int gpu);  // nvmlDeviceGetUtilizationRates
-  Result<GpuMemory> MemoryInfo(int gpu);        // nvmlDeviceGetMemoryInfo
+  Result<GpuMemory> MemoryInfo(int gpu);        // nvmlDeviceGetMemoryInfo_v2, else _v1
   Result<uint64_t> TotalEnergyMj(int gpu);      // nvmlDeviceGetTotalEnergyConsumption
   Result<unsigned> PcieReplayCounter(int gpu);  // nvmlDeviceGetPcieReplayCounter
+  // Encoder / decoder utilisation in percent (nvmlDeviceGet{En,De}coderUtilization).
+  Result<unsigned> EncoderUtilization(int gpu);
+  Result<unsigned> DecoderUtilization(int gpu);
+  // nvmlGpuVirtualizationMode_t (0 bare metal, 1 passthrough, 2 vGPU guest, ...).
+  Result<int> VirtualizationMode(int gpu);
+  // nvmlDeviceGetFieldValues for `fields` ({field, scope} filled in; status
+  // and value filled from NVML). The whole call fails only when NVML does;
+  // a field the GPU does not support has its own Unimplemented status.
+  Result<std::vector<FieldValue>> FieldValues(int gpu, std::vector<FieldValue> fields);
+
+  // GPM (GPU Performance Monitoring, Hopper and later; driver 520+).
+  // GpmSupported: nvmlGpmQueryDeviceSupport; Unimplemented when the library
+  // has no GPM API. GpmCollect takes a new sample (nvmlGpmSampleGet) and
+  // returns the metrics between it and the GPU's previous sample, which the
+  // object keeps (two sample buffers per GPU, freed at destruction); the first
+  // call for a GPU only takes the sample and returns std::nullopt. Call from
+  // one thread at a time.
+  Result<bool> GpmSupported(int gpu);
+  Result<std::optional<GpmMetrics>> GpmCollect(int gpu);
 
   // Xid critical errors that arrived since the last call, without waiting.
   // The first call creates an NVML event set and registers every GPU for

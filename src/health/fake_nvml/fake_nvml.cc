@@ -11,6 +11,15 @@
 //   - top-level "errors" / "hang" apply to calls without a device
 //     (nvmlDeviceGetCount_v2, nvmlSystemGetDriverVersion, nvmlDeviceGetHandleByIndex_v2);
 //   - "xids" are consumed by nvmlEventSetWait_v2, which never blocks;
+//   - nvmlDeviceGetMemoryInfo_v2 answers NOT_SUPPORTED without
+//     "memory_info"."reserved" (as a pre-v2 driver would), so the loader's
+//     fallback to nvmlDeviceGetMemoryInfo is exercised;
+//   - nvmlDeviceGetFieldValues models NVML_FI_DEV_MEMORY_TEMP and the NVLink
+//     data throughput fields (all-links scope only); any other field, or a
+//     missing scenario key, is NOT_SUPPORTED in that field's nvmlReturn;
+//   - GPM samples are heap objects tagged with GPU and sequence number;
+//     nvmlGpmMetricsGet rejects samples of two GPUs or out of order, and a
+//     version other than NVML_GPM_METRICS_GET_VERSION / _SUPPORT_VERSION;
 //   - the per-GPU "driver_version" override is accepted but has no NVML call
 //     to surface it (the driver version is system-wide in NVML).
 // Every state-changing call, and nvmlInit/nvmlShutdown, is appended as one
@@ -21,11 +30,13 @@
 // Values of the NVML enums are the documented ones (see src/health/nvml.cc).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,6 +56,7 @@ constexpr uintptr_t kHandleBase = 0x1000;
 std::mutex g_mu;
 int g_refcount = 0;
 json g_scenario;
+std::map<int, unsigned> g_gpm_next_seq;  // GPM samples taken, per GPU index
 
 void AppendLog(const json& line) {
   const char* path = std::getenv("GANTRY_FAKE_NVML_LOG");
@@ -195,7 +207,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlShutdown() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_refcount == 0) return kErrorUninitialized;
   AppendLog({{"call", "nvmlShutdown"}});
-  if (--g_refcount == 0) g_scenario = json();
+  if (--g_refcount == 0) {
+    g_scenario = json();
+    g_gpm_next_seq.clear();
+  }
   return kSuccess;
 }
 
@@ -428,6 +443,175 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPcieReplayCount
     nvmlDevice_t dev, unsigned* count) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetPcieReplayCounter");
   return Field(*gpu, "pcie_replay", count);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev,
+                                                                               nvmlMemory_v2_t* m) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryInfo_v2");
+  if (m == nullptr) return kErrorInvalidArgument;
+  if (m->version != kMemoryV2Version) return kErrorArgumentVersionMismatch;
+  if (!gpu->contains("memory_info")) return kErrorNotSupported;
+  const json& j = (*gpu)["memory_info"];
+  if (!j.contains("reserved")) return kErrorNotSupported;  // a driver without the v2 call
+  if (nvmlReturn_t rc = Field(j, "total", &m->total); rc != kSuccess) return rc;
+  if (nvmlReturn_t rc = Field(j, "used", &m->used); rc != kSuccess) return rc;
+  if (nvmlReturn_t rc = Field(j, "reserved", &m->reserved); rc != kSuccess) return rc;
+  unsigned long long taken = m->used + m->reserved;
+  m->free = m->total > taken ? m->total - taken : 0;
+  if (j.contains("free")) return Field(j, "free", &m->free);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetEncoderUtilization(
+    nvmlDevice_t dev, unsigned* util, unsigned* period_us) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetEncoderUtilization");
+  if (period_us == nullptr) return kErrorInvalidArgument;
+  *period_us = 167000;
+  return Field(*gpu, "encoder_util", util);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetDecoderUtilization(
+    nvmlDevice_t dev, unsigned* util, unsigned* period_us) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetDecoderUtilization");
+  if (period_us == nullptr) return kErrorInvalidArgument;
+  *period_us = 167000;
+  return Field(*gpu, "decoder_util", util);
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetVirtualizationMode(
+    nvmlDevice_t dev, int* mode) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetVirtualizationMode");
+  if (mode == nullptr) return kErrorInvalidArgument;
+  *mode = 0;  // bare metal unless the scenario says otherwise
+  if (gpu->contains("virtualization_mode")) return Field(*gpu, "virtualization_mode", mode);
+  return kSuccess;
+}
+
+namespace {
+// One field of nvmlDeviceGetFieldValues from the scenario.
+void FillField(const json& gpu, nvmlFieldValue_t* v) {
+  v->timestamp = 0;
+  v->latencyUsec = 0;
+  v->nvmlReturn = kErrorNotSupported;
+  if (v->fieldId == kFiDevMemoryTemp) {
+    v->valueType = kValueTypeUnsignedInt;
+    v->nvmlReturn = Field(gpu, "memory_temp_c", &v->value.uiVal);
+  } else if (v->fieldId == kFiDevNvLinkThroughputDataTx ||
+             v->fieldId == kFiDevNvLinkThroughputDataRx) {
+    // Only the all-links scope is modelled.
+    if (v->scopeId != kScopeAllLinks || !gpu.contains("nvlink_throughput_kib")) return;
+    v->valueType = kValueTypeUnsignedLongLong;
+    v->nvmlReturn =
+        Field(gpu["nvlink_throughput_kib"],
+              v->fieldId == kFiDevNvLinkThroughputDataTx ? "tx" : "rx", &v->value.ullVal);
+  }
+}
+}  // namespace
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetFieldValues(
+    nvmlDevice_t dev, int count, nvmlFieldValue_t* values) {
+  FAKE_DEVICE_CALL(dev, "nvmlDeviceGetFieldValues");
+  if (count < 0 || (count > 0 && values == nullptr)) return kErrorInvalidArgument;
+  for (int i = 0; i < count; ++i) FillField(*gpu, &values[i]);
+  return kSuccess;
+}
+
+// ---- GPM: a sample is a heap object naming its GPU and sequence number. ----
+
+namespace {
+struct FakeGpmSample {
+  int gpu = -1;      // -1: allocated, never filled
+  unsigned seq = 0;  // the GPU's n-th sample, from 0
+};
+bool GpmSupportedLocked(const json& gpu) {
+  return gpu.contains("gpm") && gpu["gpm"].is_object() && gpu["gpm"].value("supported", 0) != 0;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmQueryDeviceSupport(
+    nvmlDevice_t dev, nvmlGpmSupport_t* support) {
+  FAKE_DEVICE_CALL(dev, "nvmlGpmQueryDeviceSupport");
+  if (support == nullptr) return kErrorInvalidArgument;
+  if (support->version != kGpmSupportVersion) return kErrorArgumentVersionMismatch;
+  support->isSupportedDevice = GpmSupportedLocked(*gpu) ? 1 : 0;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kErrorUninitialized;
+  if (sample == nullptr) return kErrorInvalidArgument;
+  if (nvmlReturn_t e = Injected(lock, g_scenario, "nvmlGpmSampleAlloc"); e != 0) return e;
+  *sample = reinterpret_cast<nvmlGpmSample_t>(new FakeGpmSample());
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+  if (sample == nullptr) return kErrorInvalidArgument;
+  delete reinterpret_cast<FakeGpmSample*>(sample);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dev,
+                                                                     nvmlGpmSample_t sample) {
+  FAKE_DEVICE_CALL(dev, "nvmlGpmSampleGet");
+  if (sample == nullptr) return kErrorInvalidArgument;
+  if (!GpmSupportedLocked(*gpu)) return kErrorNotSupported;
+  auto* s = reinterpret_cast<FakeGpmSample*>(sample);
+  s->gpu = IndexOf(dev);
+  s->seq = g_gpm_next_seq[s->gpu]++;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (g_refcount == 0) return kErrorUninitialized;
+  if (get == nullptr) return kErrorInvalidArgument;
+  if (get->version != kGpmMetricsGetVersion) return kErrorArgumentVersionMismatch;
+  if (get->numMetrics > kGpmMetricMax || get->sample1 == nullptr || get->sample2 == nullptr) {
+    return kErrorInvalidArgument;
+  }
+  const auto* s1 = reinterpret_cast<const FakeGpmSample*>(get->sample1);
+  const auto* s2 = reinterpret_cast<const FakeGpmSample*>(get->sample2);
+  // Both filled, from one GPU, sample2 the later one.
+  if (s1->gpu < 0 || s1->gpu != s2->gpu || s2->seq <= s1->seq) return kErrorInvalidArgument;
+  json* gpu = GpuLocked(reinterpret_cast<nvmlDevice_t>(kHandleBase + s2->gpu));
+  if (gpu == nullptr) return kErrorInvalidArgument;
+  if (nvmlReturn_t e = Injected(lock, *gpu, "nvmlGpmMetricsGet"); e != 0) return e;
+  if (!GpmSupportedLocked(*gpu)) return kErrorNotSupported;
+  const json& list = (*gpu)["gpm"].value("metrics", json::array());
+  json interval = json::object();
+  if (list.is_array() && !list.empty()) {
+    size_t k = std::min<size_t>(s2->seq - 1, list.size() - 1);
+    interval = list[k];
+  }
+  for (unsigned i = 0; i < get->numMetrics; ++i) {
+    nvmlGpmMetric_t& m = get->metrics[i];
+    const char* key = nullptr;
+    switch (m.metricId) {
+      case kGpmMetricGraphicsUtil:
+        key = "graphics_util";
+        break;
+      case kGpmMetricAnyTensorUtil:
+        key = "any_tensor_util";
+        break;
+      case kGpmMetricDramBwUtil:
+        key = "dram_bw_util";
+        break;
+      case kGpmMetricPcieTxPerSec:
+        key = "pcie_tx_mib_s";
+        break;
+      case kGpmMetricPcieRxPerSec:
+        key = "pcie_rx_mib_s";
+        break;
+      default:
+        break;
+    }
+    m.value = 0;
+    m.metricInfo.shortName = m.metricInfo.longName = m.metricInfo.unit = nullptr;
+    m.nvmlReturn = key == nullptr ? kErrorNotSupported : Field(interval, key, &m.value);
+  }
+  return kSuccess;
 }
 
 // ---- Events: one event set at a time is enough for the agent. ----
