@@ -79,6 +79,23 @@ TEST(AgentConfigTest, ErrorsNameTheKey) {
   ASSERT_FALSE(top.ok());
   EXPECT_THAT(top.status().message(), HasSubstr("did you mean 'listen'"));
 
+  auto unknown_collector = ParseAgentConfig(
+      "collection:\n  collectors:\n    netstat: false\n    netklass: true\n", "agent.yaml");
+  ASSERT_FALSE(unknown_collector.ok());
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("agent.yaml:4"));
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("collection.collectors.netklass"));
+  EXPECT_THAT(unknown_collector.status().message(),
+              HasSubstr("'netklass' is not a node_exporter collector"));
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("netclass"));  // the known names
+
+  auto not_bool =
+      ParseAgentConfig("collection:\n  collectors:\n    netstat: maybe\n", "agent.yaml");
+  ASSERT_FALSE(not_bool.ok());
+  EXPECT_THAT(not_bool.status().message(), HasSubstr("collection.collectors.netstat"));
+  auto list = ParseAgentConfig("collection:\n  collectors: [netstat]\n", "agent.yaml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), HasSubstr("map of node_exporter collector names"));
+
   auto missing = LoadAgentConfig("/nonexistent/agent.yaml");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
@@ -237,6 +254,27 @@ TEST_F(AgentTest, BusyPortIsAnErrorNamingTheAddress) {
   Status st = (*b)->Start();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_THAT(st.message(), HasSubstr(config_.listen));
+}
+
+TEST(AgentConfigTest, CollectorSwitchesAndTextfileDirectory) {
+  auto c = ParseAgentConfig(R"(
+collection:
+  collectors:
+    netstat: false
+    systemd: true
+    textfile: true
+  textfile_directory: /var/lib/node_exporter
+)",
+                            "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->collectors.size(), 3u);
+  EXPECT_EQ(c->collectors[0], (std::pair<std::string, bool>("netstat", false)));
+  EXPECT_EQ(c->collectors[1], (std::pair<std::string, bool>("systemd", true)));
+  EXPECT_EQ(c->textfile_directory, "/var/lib/node_exporter");
+  auto defaults = ParseAgentConfig("listen: :9500\n", "agent.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->collectors.empty());
+  EXPECT_TRUE(defaults->textfile_directory.empty());
 }
 
 }  // namespace
