@@ -144,6 +144,30 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<Agent> agent_;
 };
 
+// collection.collectors and collection.textfile_directory reach the node
+// collector: a switched-off collector is gone from /metrics, the textfile
+// directory's families are served.
+TEST_F(AgentTest, CollectorSwitchesAndTextfileReachMetrics) {
+  root_.Write("/proc/vmstat", "pgfault 10\n");
+  root_.Write("/proc/sys/fs/file-nr", "100 0 1000\n");
+  root_.Write("/tf/job.prom", "# TYPE job_done gauge\njob_done{job=\"x\"} 1\n");
+  config_.gpu = false;
+  auto parsed = ParseAgentConfig("collection:\n  collectors:\n    vmstat: false\n", "agent.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  config_.collectors = parsed->collectors;
+  config_.textfile_directory = root_.path() + "/tf";
+  auto a = Agent::Create(config_);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  agent_ = std::move(*a);
+  std::string text = agent_->RenderMetrics(ExpositionFormat::kPrometheusText);
+  EXPECT_THAT(text, Not(HasSubstr("node_vmstat_pgfault")));
+  EXPECT_THAT(text, Not(HasSubstr("collector=\"vmstat\"")));
+  EXPECT_THAT(text, HasSubstr("node_filefd_allocated 100\n"));
+  EXPECT_THAT(text, HasSubstr("job_done{job=\"x\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("node_textfile_scrape_error 0\n"));
+  EXPECT_THAT(text, HasSubstr("node_scrape_collector_success{collector=\"filefd\"} 1\n"));
+}
+
 TEST_F(AgentTest, ServesMetricsHealthzAndNegotiatesOpenMetrics) {
   auto a = Agent::Create(config_);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
