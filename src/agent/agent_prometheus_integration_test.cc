@@ -121,15 +121,20 @@ class AgentPrometheusTest : public ::testing::Test {
 };
 
 // promtool lints the names node_exporter and dcgm-exporter use themselves
-// (node_memory_MemTotal_bytes is camelCase, DCGM counters lack _total,
+// (node_memory_MemTotal_bytes, node_netstat_Tcp_InSegs and
+// node_sockstat_TCP_inuse are camelCase, node_entropy_*_bits is in bits, DCGM counters lack _total,
 // DCGM_FI_DEV_PCIE_REPLAY_COUNTER names its type, modelName is a camelCase
 // label); those are accepted, anything else is not.
 bool KnownLint(const std::string& line) {
-  bool exporter_name = line.rfind("node_memory_", 0) == 0 || line.rfind("DCGM_FI_", 0) == 0;
-  return exporter_name &&
-         (line.find("should be written in 'snake_case' not 'camelCase'") != std::string::npos ||
-          line.find("counter metrics should have \"_total\" suffix") != std::string::npos ||
-          line.find("metric name should not include type 'counter'") != std::string::npos);
+  bool exporter_name = line.rfind("node_memory_", 0) == 0 || line.rfind("node_netstat_", 0) == 0 ||
+                       line.rfind("node_sockstat_", 0) == 0 || line.rfind("DCGM_FI_", 0) == 0;
+  bool entropy = line.rfind("node_entropy_", 0) == 0 &&
+                 line.find("use base unit \"bytes\" instead of \"bits\"") != std::string::npos;
+  return entropy ||
+         (exporter_name &&
+          (line.find("should be written in 'snake_case' not 'camelCase'") != std::string::npos ||
+           line.find("counter metrics should have \"_total\" suffix") != std::string::npos ||
+           line.find("metric name should not include type 'counter'") != std::string::npos));
 }
 
 TEST_F(AgentPrometheusTest, PromtoolCheckMetricsAcceptsTheOutput) {

@@ -79,6 +79,23 @@ TEST(AgentConfigTest, ErrorsNameTheKey) {
   ASSERT_FALSE(top.ok());
   EXPECT_THAT(top.status().message(), HasSubstr("did you mean 'listen'"));
 
+  auto unknown_collector = ParseAgentConfig(
+      "collection:\n  collectors:\n    netstat: false\n    netklass: true\n", "agent.yaml");
+  ASSERT_FALSE(unknown_collector.ok());
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("agent.yaml:4"));
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("collection.collectors.netklass"));
+  EXPECT_THAT(unknown_collector.status().message(),
+              HasSubstr("'netklass' is not a node_exporter collector"));
+  EXPECT_THAT(unknown_collector.status().message(), HasSubstr("netclass"));  // the known names
+
+  auto not_bool =
+      ParseAgentConfig("collection:\n  collectors:\n    netstat: maybe\n", "agent.yaml");
+  ASSERT_FALSE(not_bool.ok());
+  EXPECT_THAT(not_bool.status().message(), HasSubstr("collection.collectors.netstat"));
+  auto list = ParseAgentConfig("collection:\n  collectors: [netstat]\n", "agent.yaml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), HasSubstr("map of node_exporter collector names"));
+
   auto missing = LoadAgentConfig("/nonexistent/agent.yaml");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
@@ -126,6 +143,30 @@ class AgentTest : public ::testing::Test {
   AgentConfig config_;
   std::unique_ptr<Agent> agent_;
 };
+
+// collection.collectors and collection.textfile_directory reach the node
+// collector: a switched-off collector is gone from /metrics, the textfile
+// directory's families are served.
+TEST_F(AgentTest, CollectorSwitchesAndTextfileReachMetrics) {
+  root_.Write("/proc/vmstat", "pgfault 10\n");
+  root_.Write("/proc/sys/fs/file-nr", "100 0 1000\n");
+  root_.Write("/tf/job.prom", "# TYPE job_done gauge\njob_done{job=\"x\"} 1\n");
+  config_.gpu = false;
+  auto parsed = ParseAgentConfig("collection:\n  collectors:\n    vmstat: false\n", "agent.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  config_.collectors = parsed->collectors;
+  config_.textfile_directory = root_.path() + "/tf";
+  auto a = Agent::Create(config_);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  agent_ = std::move(*a);
+  std::string text = agent_->RenderMetrics(ExpositionFormat::kPrometheusText);
+  EXPECT_THAT(text, Not(HasSubstr("node_vmstat_pgfault")));
+  EXPECT_THAT(text, Not(HasSubstr("collector=\"vmstat\"")));
+  EXPECT_THAT(text, HasSubstr("node_filefd_allocated 100\n"));
+  EXPECT_THAT(text, HasSubstr("job_done{job=\"x\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("node_textfile_scrape_error 0\n"));
+  EXPECT_THAT(text, HasSubstr("node_scrape_collector_success{collector=\"filefd\"} 1\n"));
+}
 
 TEST_F(AgentTest, ServesMetricsHealthzAndNegotiatesOpenMetrics) {
   auto a = Agent::Create(config_);
@@ -238,6 +279,27 @@ TEST_F(AgentTest, BusyPortIsAnErrorNamingTheAddress) {
   Status st = (*b)->Start();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_THAT(st.message(), HasSubstr(config_.listen));
+}
+
+TEST(AgentConfigTest, CollectorSwitchesAndTextfileDirectory) {
+  auto c = ParseAgentConfig(R"(
+collection:
+  collectors:
+    netstat: false
+    systemd: true
+    textfile: true
+  textfile_directory: /var/lib/node_exporter
+)",
+                            "agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->collectors.size(), 3u);
+  EXPECT_EQ(c->collectors[0], (std::pair<std::string, bool>("netstat", false)));
+  EXPECT_EQ(c->collectors[1], (std::pair<std::string, bool>("systemd", true)));
+  EXPECT_EQ(c->textfile_directory, "/var/lib/node_exporter");
+  auto defaults = ParseAgentConfig("listen: :9500\n", "agent.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->collectors.empty());
+  EXPECT_TRUE(defaults->textfile_directory.empty());
 }
 
 }  // namespace

@@ -78,6 +78,25 @@ TEST(ExpositionTest, OpenMetrics100) {
             "# EOF\n");
 }
 
+// node_exporter's netstat/vmstat families carry no type: "untyped" in the
+// text format, "unknown" in OpenMetrics, the sample name unchanged.
+TEST(ExpositionTest, UntypedFamilies) {
+  Snapshot snap;
+  SnapshotWriter w(&snap, 1);
+  auto f = w.Begin("node_netstat_Tcp_InSegs", "Statistic TcpInSegs.", MetricType::kUntyped);
+  w.Add(f, 42);
+  w.Finish();
+  std::string text;
+  RenderExposition(snap, ExpositionFormat::kPrometheusText, &text);
+  EXPECT_EQ(text,
+            "# HELP node_netstat_Tcp_InSegs Statistic TcpInSegs.\n"
+            "# TYPE node_netstat_Tcp_InSegs untyped\n"
+            "node_netstat_Tcp_InSegs 42\n");
+  RenderExposition(snap, ExpositionFormat::kOpenMetrics, &text);
+  EXPECT_THAT(text, ::testing::HasSubstr("# TYPE node_netstat_Tcp_InSegs unknown\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\nnode_netstat_Tcp_InSegs 42\n"));
+}
+
 TEST(ExpositionTest, NegotiatesOpenMetricsOnlyWhenAsked) {
   EXPECT_EQ(NegotiateFormat(nullptr), ExpositionFormat::kPrometheusText);
   std::string prom3 =

@@ -86,11 +86,6 @@ bool NextU64(std::string_view* s, uint64_t* out) {
   return r.ec == std::errc() && r.ptr == t.data() + t.size();
 }
 
-bool ParseDouble(std::string_view t, double* out) {
-  auto r = std::from_chars(t.data(), t.data() + t.size(), *out);
-  return r.ec == std::errc();
-}
-
 // Calls fn(line) for each line of `text`.
 template <typename Fn>
 void ForEachLine(std::string_view text, Fn fn) {
@@ -446,7 +441,7 @@ class NodeCollector : public Collector {
                                                  "15m load average."};
     for (int i = 0; i < 3; ++i) {
       double v = 0;
-      if (!ParseDouble(NextToken(&rest), &v)) return false;
+      if (!ParseNumber(NextToken(&rest), &v)) return false;
       w->Add(w->Begin(kNames[i], kHelp[i], MetricType::kGauge), v);
     }
     return true;
@@ -496,14 +491,27 @@ class NodeCollector : public Collector {
     const std::string* text = meminfo_.Read();
     if (text == nullptr) return false;
     size_t index = 0;
+    bool ok = true;
     ForEachLine(*text, [&](std::string_view line) {
+      if (std::string_view probe = line; NextToken(&probe).empty()) return;  // a blank line
       size_t colon = line.find(':');
-      if (colon == std::string_view::npos) return;
+      if (colon == std::string_view::npos) {
+        ok = false;
+        return;
+      }
       std::string_view field = line.substr(0, colon);
       std::string_view rest = line.substr(colon + 1);
       uint64_t v = 0;
-      if (!NextU64(&rest, &v)) return;
-      bool kb = NextToken(&rest) == "kB";
+      if (!NextU64(&rest, &v)) {
+        ok = false;
+        return;
+      }
+      std::string_view unit = NextToken(&rest);
+      bool kb = unit == "kB";
+      if ((!unit.empty() && !kb) || !NextToken(&rest).empty()) {
+        ok = false;
+        return;
+      }
       // Names are derived once per field and kept: meminfo's fields do not
       // change between reads.
       if (index >= mem_names_.size()) mem_names_.emplace_back();
@@ -525,7 +533,7 @@ class NodeCollector : public Collector {
       w->Add(w->Begin(n.metric, n.help, MetricType::kGauge),
              static_cast<double>(kb ? v * 1024 : v));
     });
-    return index > 0;
+    return ok && index > 0;
   }
 
   bool CollectDisks(SnapshotWriter* w) {
@@ -903,7 +911,7 @@ class NodeCollector : public Collector {
       std::string_view key = NextToken(&rest);
       if (key.empty()) return;
       double v = 0;
-      if (!ParseNumber(NextToken(&rest), &v)) {
+      if (!ParseNumber(NextToken(&rest), &v) || !NextToken(&rest).empty()) {
         ok = false;
         return;
       }

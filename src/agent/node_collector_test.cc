@@ -1,6 +1,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <optional>
 
 #include "gantry/agent/collector.h"
@@ -10,6 +15,26 @@ namespace gantry::agent {
 namespace {
 
 using ::gantry::testing::FakeRoot;
+
+// Counts heap allocations while `g_counting` is set (this test binary only).
+std::atomic<bool> g_counting{false};
+std::atomic<size_t> g_allocations{0};
+
+}  // namespace
+}  // namespace gantry::agent
+
+void* operator new(std::size_t n) {
+  if (gantry::agent::g_counting.load(std::memory_order_relaxed)) {
+    gantry::agent::g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace gantry::agent {
+namespace {
 
 std::optional<double> Value(const Snapshot& s, std::string_view name,
                             const metrics::Labels& labels = {}) {
@@ -53,6 +78,7 @@ const char* kDiskstats =
     "   8       0 sda 100 5 2000 300 50 6 4000 700 2 900 1000 0 0 0 0\n"
     "   8       1 sda1 90 5 1800 280 40 6 3000 600 0 800 900 0 0 0 0\n"
     " 259       0 nvme0n1 10 0 80 5 20 0 160 9 0 12 14\n"
+    " 259       2 nvme1n1 1 0 8 1 2 0 16 1 0 2 3 10 1 400 20 5 30\n"
     " 259       1 nvme0n1p1 10 0 80 5 20 0 160 9 0 12 14\n"
     "   7       0 loop0 1 0 2 0 0 0 0 0 0 0 0\n";
 
@@ -137,7 +163,7 @@ TEST(NodeCollectorTest, NodeExporterNamesLabelsAndUnits) {
   // Whole disks only: partitions and loop devices are left out, as node_exporter does.
   const Family* reads = s.Find("node_disk_reads_completed_total");
   ASSERT_NE(reads, nullptr);
-  EXPECT_EQ(reads->series.size(), 2u);
+  EXPECT_EQ(reads->series.size(), 3u);
   EXPECT_EQ(Value(s, "node_disk_reads_completed_total", {{"device", "sda"}}), 100);
   EXPECT_EQ(Value(s, "node_disk_writes_completed_total", {{"device", "sda"}}), 50);
   EXPECT_EQ(Value(s, "node_disk_read_bytes_total", {{"device", "sda"}}), 2000.0 * 512);
@@ -232,16 +258,22 @@ TEST(NodeCollectorTest, ReusedSnapshotFollowsChangesAndMissingFiles) {
   }
 }
 
-TEST(NodeCollectorTest, MissingProcfsYieldsOnlyTimeAndUname) {
+TEST(NodeCollectorTest, MissingProcfsYieldsOnlyTimeUnameAndScrapeStatus) {
   FakeRoot root;
-  auto c = NewNodeCollector({.root = root.path()});
+  auto c = NewNodeCollector({.root = root.path(), .adjtimex = [](::timex*) { return -1; }});
   Snapshot s;
   SnapshotWriter w(&s, 5000);
   c->Collect(&w);
   w.Finish();
   std::vector<std::string> names;
   for (const Family& f : s.families) names.push_back(f.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("node_time_seconds", "node_uname_info"));
+  EXPECT_THAT(names, ::testing::ElementsAre(
+                         "node_scrape_collector_duration_seconds", "node_scrape_collector_success",
+                         "node_textfile_scrape_error", "node_time_seconds", "node_uname_info"));
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "meminfo"}}), 0);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "timex"}}), 0);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "time"}}), 1);
+  EXPECT_EQ(Value(s, "node_textfile_scrape_error"), 0);  // no directory configured
 }
 
 TEST(NodeCollectorTest, CollectsFromTheRealProc) {
@@ -254,6 +286,506 @@ TEST(NodeCollectorTest, CollectsFromTheRealProc) {
   EXPECT_NE(s.Find("node_memory_MemTotal_bytes"), nullptr);
   EXPECT_NE(s.Find("node_load1"), nullptr);
   EXPECT_NE(s.Find("node_network_receive_bytes_total"), nullptr);
+  EXPECT_NE(s.Find("node_netstat_Tcp_InSegs"), nullptr);
+  EXPECT_NE(s.Find("node_sockstat_sockets_used"), nullptr);
+  EXPECT_NE(s.Find("node_vmstat_pgfault"), nullptr);
+  EXPECT_NE(s.Find("node_filefd_allocated"), nullptr);
+  EXPECT_NE(s.Find("node_timex_sync_status"), nullptr);
+  EXPECT_NE(s.Find("node_softnet_processed_total"), nullptr);
+  EXPECT_NE(s.Find("node_network_mtu_bytes"), nullptr);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "netstat"}}), 1);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "vmstat"}}), 1);
+}
+
+// ------------------------------------------------- the node_exporter parity families
+
+const char* kNetstat =
+    "TcpExt: SyncookiesSent SyncookiesRecv SyncookiesFailed EmbryonicRsts ListenOverflows "
+    "ListenDrops TCPTimeouts TCPSynRetrans TCPOFOQueue TCPRcvQDrop\n"
+    "TcpExt: 1 2 3 4 5 6 7 8 9 10\n"
+    "IpExt: InNoRoutes InOctets OutOctets\n"
+    "IpExt: 0 123456 654321\n";
+
+const char* kSnmp =
+    "Ip: Forwarding DefaultTTL InReceives InHdrErrors\n"
+    "Ip: 1 64 1000 0\n"
+    "Icmp: InMsgs InErrors OutMsgs\n"
+    "Icmp: 10 1 12\n"
+    "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets "
+    "CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n"
+    "Tcp: 1 200 120000 -1 100 50 3 4 7 10000 9000 11 2 13 0\n"
+    "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors "
+    "IgnoredMulti MemErrors\n"
+    "Udp: 500 5 1 400 0 0 0 0 0\n"
+    "UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors "
+    "IgnoredMulti MemErrors\n"
+    "UdpLite: 0 0 0 0 0 0 0 0 0\n";
+
+const char* kSnmp6 =
+    "Ip6InReceives                   \t100\n"
+    "Ip6InOctets                     \t2000\n"
+    "Ip6OutOctets                    \t3000\n"
+    "Icmp6InMsgs                     \t4\n"
+    "Icmp6InErrors                   \t1\n"
+    "Udp6InDatagrams                 \t50\n"
+    "Udp6InErrors                    \t0\n"
+    "UdpLite6InErrors                \t0\n";
+
+const char* kConntrackStat =
+    "entries  clashres found new invalid ignore delete chainlength insert insert_failed drop "
+    "early_drop icmp_error  expect_new expect_create expect_delete search_restart\n"
+    "0000000c  00000000 00000001 00000000 00000002 00000003 00000000 00000000 00000000 00000000 "
+    "00000004 00000000 00000000  00000000 00000000 00000000 0000000a\n"
+    "0000000c  00000000 00000001 00000000 00000002 00000003 00000000 00000000 00000000 00000000 "
+    "00000004 00000000 00000000  00000000 00000000 00000000 00000001\n";
+
+const char* kUdp =
+    "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+    "inode ref pointer drops\n"
+    "  123: 00000000:0044 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 "
+    "12345 2 0000000000000000 0\n"
+    "  456: 0100007F:0035 00000000:0000 07 00000010:00000200 00:00000000 00000000   101        0 "
+    "12346 2 0000000000000000 0\n";
+
+void WriteParityFiles(const FakeRoot& root) {
+  root.Write("/proc/net/netstat", kNetstat);
+  root.Write("/proc/net/snmp", kSnmp);
+  root.Write("/proc/net/snmp6", kSnmp6);
+  root.Write("/proc/net/sockstat",
+             "sockets: used 230\n"
+             "TCP: inuse 5 orphan 1 tw 2 alloc 9 mem 3\n"
+             "UDP: inuse 4 mem 2\n"
+             "UDPLITE: inuse 0\n"
+             "RAW: inuse 1\n"
+             "FRAG: inuse 0 memory 0\n");
+  root.Write("/proc/net/sockstat6",
+             "TCP6: inuse 3\nUDP6: inuse 2\nUDPLITE6: inuse 0\nRAW6: inuse 0\n"
+             "FRAG6: inuse 0 memory 0\n");
+  root.Write("/proc/vmstat",
+             "nr_free_pages 12345\npgpgin 1000\npgpgout 2000\npswpin 3\npswpout 4\n"
+             "pgfault 50000\npgmajfault 60\noom_kill 2\nnuma_hit 7\n");
+  root.Write("/proc/sys/fs/file-nr", "2048\t0\t9223372036854775807\n");
+  // Kernel 6.x: 13 columns, the last the CPU number (CPU 1 is offline).
+  root.Write("/proc/net/softnet_stat",
+             "00000ab0 00000001 00000002 00000000 00000000 00000000 00000000 00000000 00000000 "
+             "00000003 00000004 00000005 00000000\n"
+             "00000010 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 "
+             "00000000 00000000 00000000 00000002\n");
+  root.Write("/proc/sys/net/netfilter/nf_conntrack_count", "12\n");
+  root.Write("/proc/sys/net/netfilter/nf_conntrack_max", "262144\n");
+  root.Write("/proc/net/stat/nf_conntrack", kConntrackStat);
+  root.Write("/proc/sys/kernel/random/entropy_avail", "256\n");
+  root.Write("/proc/sys/kernel/random/poolsize", "256\n");
+  root.Write("/proc/net/arp",
+             "IP address       HW type     Flags       HW address            Mask     Device\n"
+             "10.0.0.1         0x1         0x2         52:54:00:12:34:56     *        eth0\n"
+             "10.0.0.2         0x1         0x2         52:54:00:12:34:57     *        eth0\n"
+             "192.168.1.1      0x1         0x2         52:54:00:12:34:58     *        eth1\n");
+  root.Write("/proc/net/udp", kUdp);
+  root.Write("/sys/class/net/eth0/carrier", "1\n");
+  root.Write("/sys/class/net/eth0/mtu", "1500\n");
+  root.Write("/sys/class/net/eth0/speed", "10000\n");
+  root.Write("/sys/class/net/eth0/flags", "0x1003\n");
+  root.Write("/sys/class/net/eth0/ifindex", "2\n");
+  root.Write("/sys/class/net/eth0/carrier_changes", "4\n");
+  root.Write("/sys/class/net/eth0/address", "52:54:00:12:34:56\n");
+  root.Write("/sys/class/net/eth0/duplex", "full\n");
+  root.Write("/sys/class/net/eth0/statistics/rx_nohandler", "7\n");
+  root.Write("/sys/class/net/lo/mtu", "65536\n");
+  root.Write("/sys/class/net/lo/flags", "0x9\n");
+  root.Write("/sys/class/net/lo/speed", "-1\n");
+}
+
+// A clock that reports fixed adjtimex(2) values.
+int FakeAdjtimex(::timex* t) {
+  t->offset = 1500;      // microseconds (no STA_NANO)
+  t->freq = 65536 * 10;  // 10 ppm, scaled by 2^16
+  t->maxerror = 2000;
+  t->esterror = 500;
+  t->status = 1;  // STA_PLL
+  t->constant = 7;
+  t->tick = 10000;
+  t->tai = 37;
+  t->jitcnt = 3;
+  return 0;  // TIME_OK
+}
+
+Snapshot CollectOnce(const NodeCollectorOptions& o) {
+  auto c = NewNodeCollector(o);
+  Snapshot s;
+  SnapshotWriter w(&s, 1000);
+  c->Collect(&w);
+  w.Finish();
+  return s;
+}
+
+TEST(NodeCollectorTest, NetstatSockstatVmstatWithNodeExporterFiltersAndTypes) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+
+  EXPECT_EQ(Value(s, "node_netstat_Tcp_CurrEstab"), 7);
+  EXPECT_EQ(Value(s, "node_netstat_Tcp_InErrs"), 2);
+  EXPECT_EQ(Value(s, "node_netstat_Tcp_ActiveOpens"), 100);
+  EXPECT_EQ(Value(s, "node_netstat_Tcp_OutRsts"), 13);
+  EXPECT_EQ(Value(s, "node_netstat_TcpExt_ListenDrops"), 6);
+  EXPECT_EQ(Value(s, "node_netstat_TcpExt_SyncookiesFailed"), 3);
+  EXPECT_EQ(Value(s, "node_netstat_TcpExt_TCPOFOQueue"), 9);
+  EXPECT_EQ(Value(s, "node_netstat_IpExt_InOctets"), 123456);
+  EXPECT_EQ(Value(s, "node_netstat_Ip_Forwarding"), 1);
+  EXPECT_EQ(Value(s, "node_netstat_Icmp_InErrors"), 1);
+  EXPECT_EQ(Value(s, "node_netstat_Udp_InErrors"), 1);
+  EXPECT_EQ(Value(s, "node_netstat_UdpLite_InErrors"), 0);
+  EXPECT_EQ(Value(s, "node_netstat_Ip6_InOctets"), 2000);
+  EXPECT_EQ(Value(s, "node_netstat_Icmp6_InErrors"), 1);
+  EXPECT_EQ(Value(s, "node_netstat_Udp6_InDatagrams"), 50);
+  EXPECT_EQ(Value(s, "node_netstat_UdpLite6_InErrors"), 0);
+  // Left out by the default field filter.
+  EXPECT_EQ(s.Find("node_netstat_Tcp_MaxConn"), nullptr);
+  EXPECT_EQ(s.Find("node_netstat_TcpExt_TCPRcvQDrop"), nullptr);
+  EXPECT_EQ(s.Find("node_netstat_Ip_DefaultTTL"), nullptr);
+  EXPECT_EQ(s.Find("node_netstat_Ip6_InReceives"), nullptr);
+  const Family* estab = s.Find("node_netstat_Tcp_CurrEstab");
+  ASSERT_NE(estab, nullptr);
+  EXPECT_EQ(estab->type, MetricType::kUntyped);
+  EXPECT_EQ(estab->help, "Statistic TcpCurrEstab.");
+
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(Value(s, "node_sockstat_sockets_used"), 230);
+  EXPECT_EQ(Value(s, "node_sockstat_TCP_inuse"), 5);
+  EXPECT_EQ(Value(s, "node_sockstat_TCP_tw"), 2);
+  EXPECT_EQ(Value(s, "node_sockstat_TCP_mem"), 3);
+  EXPECT_EQ(Value(s, "node_sockstat_TCP_mem_bytes"), 3 * page);
+  EXPECT_EQ(Value(s, "node_sockstat_UDP_mem_bytes"), 2 * page);
+  EXPECT_EQ(Value(s, "node_sockstat_FRAG_memory"), 0);
+  EXPECT_EQ(Value(s, "node_sockstat_TCP6_inuse"), 3);
+  EXPECT_EQ(s.Find("node_sockstat_TCP_inuse")->help, "Number of TCP sockets in state inuse.");
+  EXPECT_EQ(s.Find("node_sockstat_TCP_inuse")->type, MetricType::kGauge);
+
+  EXPECT_EQ(Value(s, "node_vmstat_pgfault"), 50000);
+  EXPECT_EQ(Value(s, "node_vmstat_pgmajfault"), 60);
+  EXPECT_EQ(Value(s, "node_vmstat_pgpgin"), 1000);
+  EXPECT_EQ(Value(s, "node_vmstat_pswpout"), 4);
+  EXPECT_EQ(Value(s, "node_vmstat_oom_kill"), 2);
+  EXPECT_EQ(s.Find("node_vmstat_numa_hit"), nullptr);
+  EXPECT_EQ(s.Find("node_vmstat_nr_free_pages"), nullptr);
+  EXPECT_EQ(s.Find("node_vmstat_pgfault")->help, "/proc/vmstat information field pgfault.");
+  EXPECT_EQ(s.Find("node_vmstat_pgfault")->type, MetricType::kUntyped);
+}
+
+TEST(NodeCollectorTest, SmallProcfsCollectors) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+
+  EXPECT_EQ(Value(s, "node_filefd_allocated"), 2048);
+  EXPECT_EQ(Value(s, "node_filefd_maximum"), 9223372036854775807.0);
+
+  EXPECT_EQ(Value(s, "node_softnet_processed_total", {{"cpu", "0"}}), 0xab0);
+  EXPECT_EQ(Value(s, "node_softnet_dropped_total", {{"cpu", "0"}}), 1);
+  EXPECT_EQ(Value(s, "node_softnet_times_squeezed_total", {{"cpu", "0"}}), 2);
+  EXPECT_EQ(Value(s, "node_softnet_received_rps_total", {{"cpu", "0"}}), 3);
+  EXPECT_EQ(Value(s, "node_softnet_flow_limit_count_total", {{"cpu", "0"}}), 4);
+  EXPECT_EQ(Value(s, "node_softnet_backlog_len", {{"cpu", "0"}}), 5);
+  EXPECT_EQ(Value(s, "node_softnet_processed_total", {{"cpu", "2"}}), 16);
+  EXPECT_EQ(Value(s, "node_softnet_processed_total", {{"cpu", "1"}}), std::nullopt);
+  EXPECT_EQ(s.Find("node_softnet_processed_total")->type, MetricType::kCounter);
+
+  EXPECT_EQ(Value(s, "node_nf_conntrack_entries"), 12);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_entries_limit"), 262144);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_stat_found"), 2);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_stat_invalid"), 4);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_stat_ignore"), 6);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_stat_drop"), 8);
+  EXPECT_EQ(Value(s, "node_nf_conntrack_stat_search_restart"), 11);
+
+  EXPECT_EQ(Value(s, "node_entropy_available_bits"), 256);
+  EXPECT_EQ(Value(s, "node_entropy_pool_size_bits"), 256);
+
+  EXPECT_EQ(Value(s, "node_arp_entries", {{"device", "eth0"}}), 2);
+  EXPECT_EQ(Value(s, "node_arp_entries", {{"device", "eth1"}}), 1);
+
+  EXPECT_EQ(Value(s, "node_udp_queues", {{"ip", "v4"}, {"queue", "tx"}}), 16);
+  EXPECT_EQ(Value(s, "node_udp_queues", {{"ip", "v4"}, {"queue", "rx"}}), 512);
+  EXPECT_EQ(Value(s, "node_udp_queues", {{"ip", "v6"}, {"queue", "rx"}}), std::nullopt);
+
+  // Discards (kernel 4.18+) and flushes (5.5+) where /proc/diskstats has them.
+  EXPECT_EQ(Value(s, "node_disk_discards_completed_total", {{"device", "nvme1n1"}}), 10);
+  EXPECT_EQ(Value(s, "node_disk_discards_merged_total", {{"device", "nvme1n1"}}), 1);
+  EXPECT_EQ(Value(s, "node_disk_discarded_sectors_total", {{"device", "nvme1n1"}}), 400);
+  EXPECT_EQ(Value(s, "node_disk_discard_time_seconds_total", {{"device", "nvme1n1"}}), 0.02);
+  EXPECT_EQ(Value(s, "node_disk_flush_requests_total", {{"device", "nvme1n1"}}), 5);
+  EXPECT_EQ(Value(s, "node_disk_flush_requests_time_seconds_total", {{"device", "nvme1n1"}}), 0.03);
+  EXPECT_EQ(Value(s, "node_disk_discards_completed_total", {{"device", "sda"}}), 0);
+  EXPECT_EQ(Value(s, "node_disk_flush_requests_total", {{"device", "sda"}}), std::nullopt);
+  EXPECT_EQ(Value(s, "node_disk_discards_completed_total", {{"device", "nvme0n1"}}), std::nullopt);
+
+  for (const char* c : {"arp",        "conntrack",  "cpu",     "diskstats", "entropy",  "filefd",
+                        "filesystem", "loadavg",    "meminfo", "netclass",  "netdev",   "netstat",
+                        "pressure",   "sockstat",   "softnet", "stat",      "textfile", "time",
+                        "timex",      "udp_queues", "uname",   "vmstat"}) {
+    EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", c}}), 1) << c;
+    EXPECT_TRUE(Value(s, "node_scrape_collector_duration_seconds", {{"collector", c}}).has_value())
+        << c;
+  }
+}
+
+TEST(NodeCollectorTest, NetclassAndNohandler) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(s, "node_network_carrier", {{"device", "eth0"}}), 1);
+  EXPECT_EQ(Value(s, "node_network_mtu_bytes", {{"device", "eth0"}}), 1500);
+  EXPECT_EQ(Value(s, "node_network_mtu_bytes", {{"device", "lo"}}), 65536);
+  EXPECT_EQ(Value(s, "node_network_speed_bytes", {{"device", "eth0"}}), 10000.0 * 125000);
+  EXPECT_EQ(Value(s, "node_network_speed_bytes", {{"device", "lo"}}), -125000);
+  EXPECT_EQ(Value(s, "node_network_flags", {{"device", "eth0"}}), 0x1003);
+  EXPECT_EQ(Value(s, "node_network_iface_id", {{"device", "eth0"}}), 2);
+  EXPECT_EQ(Value(s, "node_network_carrier_changes_total", {{"device", "eth0"}}), 4);
+  EXPECT_EQ(Value(s, "node_network_carrier", {{"device", "lo"}}), std::nullopt);  // no file
+  EXPECT_EQ(s.Find("node_network_carrier_changes_total")->type, MetricType::kCounter);
+  EXPECT_EQ(s.Find("node_network_mtu_bytes")->help, "Network device property: mtu_bytes");
+  EXPECT_EQ(Value(s, "node_network_info",
+                  {{"address", "52:54:00:12:34:56"},
+                   {"device", "eth0"},
+                   {"duplex", "full"},
+                   {"operstate", "up"}}),
+            1);
+  EXPECT_EQ(Value(s, "node_network_receive_nohandler_total", {{"device", "eth0"}}), 7);
+  EXPECT_EQ(Value(s, "node_network_receive_nohandler_total", {{"device", "lo"}}), std::nullopt);
+}
+
+TEST(NodeCollectorTest, TimexFromTheInjectedAdjtimex) {
+  FakeRoot root;
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(s, "node_timex_offset_seconds"), 0.0015);
+  EXPECT_DOUBLE_EQ(*Value(s, "node_timex_frequency_adjustment_ratio"), 1.00001);
+  EXPECT_EQ(Value(s, "node_timex_maxerror_seconds"), 0.002);
+  EXPECT_EQ(Value(s, "node_timex_estimated_error_seconds"), 0.0005);
+  EXPECT_EQ(Value(s, "node_timex_status"), 1);
+  EXPECT_EQ(Value(s, "node_timex_loop_time_constant"), 7);
+  EXPECT_EQ(Value(s, "node_timex_tick_seconds"), 0.01);
+  EXPECT_EQ(Value(s, "node_timex_tai_offset_seconds"), 37);
+  EXPECT_EQ(Value(s, "node_timex_pps_jitter_total"), 3);
+  EXPECT_EQ(Value(s, "node_timex_sync_status"), 1);
+  EXPECT_EQ(s.Find("node_timex_pps_jitter_total")->type, MetricType::kCounter);
+  EXPECT_EQ(s.Find("node_timex_offset_seconds")->type, MetricType::kGauge);
+
+  // STA_NANO: offsets in nanoseconds; TIME_ERROR: not synchronised.
+  Snapshot nano = CollectOnce({.root = root.path(), .adjtimex = [](::timex* t) {
+                                 t->offset = 1500;
+                                 t->status = 0x2000;
+                                 return 5;
+                               }});
+  EXPECT_DOUBLE_EQ(*Value(nano, "node_timex_offset_seconds"), 1.5e-6);
+  EXPECT_EQ(Value(nano, "node_timex_sync_status"), 0);
+}
+
+TEST(NodeCollectorTest, CollectorSwitchesFollowNodeExporterNames) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  NodeCollectorOptions o{.root = root.path(),
+                         .collectors = {{"netstat", false}, {"cpu", false}, {"systemd", true}},
+                         .adjtimex = FakeAdjtimex};
+  EXPECT_FALSE(NodeCollectorEnabled(o, "netstat"));
+  EXPECT_TRUE(NodeCollectorEnabled(o, "systemd"));     // known to node_exporter, not served here
+  EXPECT_FALSE(NodeCollectorEnabled(o, "processes"));  // off by default
+  EXPECT_TRUE(NodeCollectorEnabled(o, "vmstat"));
+  EXPECT_FALSE(NodeCollectorEnabled(o, "no_such_collector"));
+  Snapshot s = CollectOnce(o);
+  EXPECT_EQ(s.Find("node_netstat_Tcp_CurrEstab"), nullptr);
+  EXPECT_EQ(s.Find("node_cpu_seconds_total"), nullptr);
+  EXPECT_NE(s.Find("node_boot_time_seconds"), nullptr);  // the stat collector stays on
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "netstat"}}), std::nullopt);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "systemd"}}), std::nullopt);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "vmstat"}}), 1);
+
+  // The table: names unique, the implemented ones all on by default.
+  std::vector<std::string_view> names;
+  for (const NodeCollectorInfo& c : NodeExporterCollectors()) {
+    names.push_back(c.name);
+    if (c.implemented) {
+      EXPECT_TRUE(c.default_on) << c.name;
+      EXPECT_FALSE(c.files.empty()) << c.name;
+    }
+  }
+  std::vector<std::string_view> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+  EXPECT_EQ(FindNodeExporterCollector("netclass")->name, "netclass");
+  EXPECT_EQ(FindNodeExporterCollector("netklass"), nullptr);
+}
+
+// Malformed files: nothing crashes, the collector that read them reports
+// success 0, and the others are unaffected.
+TEST(NodeCollectorTest, MalformedFilesFailTheirCollectorOnly) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  root.Write("/proc/net/netstat", "TcpExt: A B C\nTcpExt: 1 2\n");
+  root.Write("/proc/net/sockstat", "TCP: inuse x\n");
+  root.Write("/proc/vmstat", "pgfault abc\n");
+  root.Write("/proc/sys/fs/file-nr", "garbage\n");
+  root.Write("/proc/net/softnet_stat", "zz 1 2\n");
+  root.Write("/proc/sys/net/netfilter/nf_conntrack_count", "twelve\n");
+  root.Write("/proc/sys/kernel/random/entropy_avail", "\n");
+  root.Write("/proc/net/arp", "IP address HW type Flags HW address Mask Device\n1.2.3.4 0x1\n");
+  root.Write("/proc/net/udp", "header\n  1: 00:00 00:00 07 zz\n");
+  root.Write("/proc/diskstats", "   8       0 sda 1 2\n");
+  root.Write("/proc/loadavg", "abc\n");
+  root.Write("/proc/meminfo", "garbage\n");
+  root.Write("/proc/net/dev", "h1\nh2\n  eth0: 1 2 x\n");
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+  for (const char* c :
+       {"netstat", "sockstat", "vmstat", "filefd", "softnet", "conntrack", "entropy", "arp",
+        "udp_queues", "diskstats", "loadavg", "meminfo", "netdev"}) {
+    EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", c}}), 0) << c;
+  }
+  for (const char* c : {"cpu", "stat", "timex", "netclass", "filesystem", "pressure"}) {
+    EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", c}}), 1) << c;
+  }
+  EXPECT_EQ(s.Find("node_vmstat_pgfault"), nullptr);
+  EXPECT_EQ(s.Find("node_filefd_allocated"), nullptr);
+  EXPECT_NE(s.Find("node_cpu_seconds_total"), nullptr);
+}
+
+// The same garbage in every file the collectors read: no crash, no
+// exception, and every file-based collector reports failure or stays
+// consistent on the next collection.
+TEST(NodeCollectorTest, GarbageEverywhereDoesNotCrash) {
+  const std::string garbage[] = {
+      "",
+      "\n\n\n",
+      ":",
+      "x: y z\n",
+      std::string("\0\0\0\xff\xfe", 5),
+      "99999999999999999999999999999 -1 0x 0xzz\n",
+      "a:\nb: 1 2 3\n: : :\n",
+      std::string(70000, '9'),
+      "cpu0 1\nintr\nbtime x\nTcpExt:\nTcpExt: 1\n",
+  };
+  const char* files[] = {"/proc/stat",
+                         "/proc/loadavg",
+                         "/proc/meminfo",
+                         "/proc/diskstats",
+                         "/proc/mounts",
+                         "/proc/net/dev",
+                         "/proc/pressure/io",
+                         "/proc/net/netstat",
+                         "/proc/net/snmp",
+                         "/proc/net/snmp6",
+                         "/proc/net/sockstat",
+                         "/proc/net/sockstat6",
+                         "/proc/vmstat",
+                         "/proc/sys/fs/file-nr",
+                         "/proc/net/softnet_stat",
+                         "/proc/sys/net/netfilter/nf_conntrack_count",
+                         "/proc/sys/net/netfilter/nf_conntrack_max",
+                         "/proc/net/stat/nf_conntrack",
+                         "/proc/sys/kernel/random/entropy_avail",
+                         "/proc/sys/kernel/random/poolsize",
+                         "/proc/net/arp",
+                         "/proc/net/udp",
+                         "/proc/net/udp6",
+                         "/sys/class/net/eth0/mtu",
+                         "/sys/class/net/eth0/flags",
+                         "/sys/class/net/eth0/statistics/rx_nohandler",
+                         "/sys/class/net/eth0/operstate"};
+  for (const std::string& g : garbage) {
+    FakeRoot root;
+    for (const char* f : files) root.Write(f, g);
+    auto c = NewNodeCollector({.root = root.path(), .adjtimex = FakeAdjtimex});
+    Snapshot s;
+    for (int round = 0; round < 2; ++round) {
+      SnapshotWriter w(&s, 1000 + round);
+      c->Collect(&w);
+      w.Finish();
+    }
+    for (const char* name : {"netstat", "sockstat", "vmstat", "filefd", "softnet", "conntrack",
+                             "entropy", "loadavg", "meminfo"}) {
+      std::optional<double> ok = Value(s, "node_scrape_collector_success", {{"collector", name}});
+      ASSERT_TRUE(ok.has_value()) << name;
+      if (g.empty() || g == "\n\n\n") continue;  // an empty file is not malformed for all
+      EXPECT_EQ(*ok, 0) << name << " on garbage #" << (&g - garbage);
+    }
+    for (size_t i = 1; i < s.families.size(); ++i) {
+      EXPECT_LT(s.families[i - 1].name, s.families[i].name);
+    }
+  }
+}
+
+TEST(NodeCollectorTest, TextfileDirectoryMergesFilesAndReportsBadOnes) {
+  FakeRoot root;
+  root.Write("/tf/a.prom",
+             "# HELP job_last_success_seconds Last success.\n"
+             "# TYPE job_last_success_seconds gauge\n"
+             "job_last_success_seconds{job=\"backup\"} 1.7e9\n");
+  root.Write("/tf/b.prom",
+             "# TYPE job_last_success_seconds gauge\n"
+             "job_last_success_seconds{job=\"sync\"} 1.8e9\n");
+  root.Write("/tf/c.prom", "bad line {{{\n");
+  root.Write("/tf/ignored.txt", "not_served 1\n");
+  Snapshot s = CollectOnce(
+      {.root = root.path(), .textfile_directory = root.path() + "/tf", .adjtimex = FakeAdjtimex});
+  const Family* f = s.Find("job_last_success_seconds");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->series.size(), 2u);
+  EXPECT_EQ(f->type, MetricType::kGauge);
+  EXPECT_EQ(f->help, "Last success.");
+  EXPECT_EQ(Value(s, "job_last_success_seconds", {{"job", "sync"}}), 1.8e9);
+  EXPECT_EQ(s.Find("not_served"), nullptr);
+  EXPECT_EQ(Value(s, "node_textfile_scrape_error"), 1);
+  EXPECT_GT(*Value(s, "node_textfile_mtime_seconds", {{"file", root.path() + "/tf/a.prom"}}), 0);
+  EXPECT_TRUE(Value(s, "node_textfile_mtime_seconds", {{"file", root.path() + "/tf/b.prom"}}));
+  EXPECT_FALSE(Value(s, "node_textfile_mtime_seconds", {{"file", root.path() + "/tf/c.prom"}}));
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "textfile"}}), 1);
+
+  // Fixed, then a missing directory.
+  root.Write("/tf/c.prom", "other 2\n");
+  auto c = NewNodeCollector(
+      {.root = root.path(), .textfile_directory = root.path() + "/tf", .adjtimex = FakeAdjtimex});
+  Snapshot t;
+  {
+    SnapshotWriter w(&t, 1);
+    c->Collect(&w);
+    w.Finish();
+  }
+  EXPECT_EQ(Value(t, "node_textfile_scrape_error"), 0);
+  EXPECT_EQ(Value(t, "other"), 2);
+  EXPECT_EQ(t.Find("other")->type, MetricType::kUntyped);
+  Snapshot missing = CollectOnce(
+      {.root = root.path(), .textfile_directory = root.path() + "/nope", .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(missing, "node_textfile_scrape_error"), 1);
+}
+
+// The steady state of the file-based collectors allocates nothing: files
+// stay open, names are kept, the snapshot is overwritten in place. (netclass
+// and textfile list a directory on each collection and are left out here.)
+TEST(NodeCollectorTest, SteadyStateCollectionDoesNotAllocate) {
+  FakeRoot root;
+  WriteNode(root);
+  WriteParityFiles(root);
+  auto c = NewNodeCollector({.root = root.path(),
+                             .collectors = {{"netclass", false}, {"textfile", false}},
+                             .adjtimex = FakeAdjtimex});
+  Snapshot s;
+  size_t counted = 0;
+  for (int round = 0; round < 4; ++round) {
+    SnapshotWriter w(&s, 1000 + round);
+    g_allocations = 0;
+    g_counting = true;
+    c->Collect(&w);
+    g_counting = false;
+    counted = g_allocations;
+    w.Finish();
+  }
+  EXPECT_EQ(counted, 0u);
+  EXPECT_NE(s.Find("node_netstat_Tcp_CurrEstab"), nullptr);
+  EXPECT_NE(s.Find("node_softnet_processed_total"), nullptr);
 }
 
 TEST(FileReaderTest, RereadsAndReportsMissingFiles) {

@@ -134,14 +134,14 @@ struct NodeCollectorOptions {
                                                      "/var/lib/containers/storage/"};
   // Switches over node_exporter's defaults, like --collector.<name> (true) and
   // --no-collector.<name> (false); names from NodeExporterCollectors().
-  std::vector<std::pair<std::string, bool>> collectors;
+  std::vector<std::pair<std::string, bool>> collectors{};
   // The textfile collector's directory (--collector.textfile.directory): every
   // *.prom file there, in the Prometheus text format, is merged into the
   // scrape. "" = none (node_textfile_scrape_error stays 0).
-  std::string textfile_directory;
+  std::string textfile_directory{};
   // The timex collector's adjtimex(2); null = the system call. Returns the
   // clock state (5 = TIME_ERROR: not synchronised) or -1 on error.
-  std::function<int(::timex*)> adjtimex;
+  std::function<int(::timex*)> adjtimex{};
 };
 
 // Whether `options` switch on the collector `name` (the default, then the
