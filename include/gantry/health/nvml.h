@@ -180,7 +180,7 @@ class Nvml {
   // a field the GPU does not support has its own Unimplemented status.
   Result<std::vector<FieldValue>> FieldValues(int gpu, std::vector<FieldValue> fields);
 
-  // GPM (GPU Performance Monitoring, Hopper and later; driver 520+).
+  // GPM (GPU Performance Monitoring, Hopper and later; driver 525+).
   // GpmSupported: nvmlGpmQueryDeviceSupport; Unimplemented when the library
   // has no GPM API. GpmCollect takes a new sample (nvmlGpmSampleGet) and
   // returns the metrics between it and the GPU's previous sample, which the
