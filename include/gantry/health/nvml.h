@@ -107,6 +107,14 @@ struct FieldValue {
   double value = 0;    // converted from NVML's value type
 };
 
+// A FieldValue to ask nvmlDeviceGetFieldValues for.
+inline FieldValue FieldRequest(unsigned field, unsigned scope = 0) {
+  FieldValue f;
+  f.field = field;
+  f.scope = scope;
+  return f;
+}
+
 // Five GPM metrics (nvmlGpmMetricsGet) over the interval between two samples,
 // in NVML's units: utilisations in percent (0..100), PCIe in MiB/s. A metric
 // the GPU did not report is unset.
