@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include "gantry/core/http_client.h"
 #include "testing/fake_nvml_scenario.h"
 #include "testing/fake_root.h"
@@ -166,6 +170,39 @@ TEST_F(AgentTest, CollectorSwitchesAndTextfileReachMetrics) {
   EXPECT_THAT(text, HasSubstr("job_done{job=\"x\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("node_textfile_scrape_error 0\n"));
   EXPECT_THAT(text, HasSubstr("node_scrape_collector_success{collector=\"filefd\"} 1\n"));
+}
+
+// dcgm-exporter parity in process (the same check runs against the binary in
+// dcgm_parity_integration_test): with Hopper GPUs, every default counter in
+// tests/agent/dcgm-exporter-default-counters.txt is on the first /metrics,
+// as a family or, for DCGM_FI_DRIVER_VERSION, as a label.
+TEST_F(AgentTest, ServesEveryDcgmExporterDefaultCounter) {
+  nvml_.Write(health::testing::HopperNode(2));
+  config_.cache = std::chrono::milliseconds(0);
+  auto a = Agent::Create(config_);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  agent_ = std::move(*a);
+  ASSERT_TRUE(agent_->Start().ok());
+  std::string body = Get("/metrics");
+  std::set<std::string> families;
+  std::istringstream lines(body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] != '#') families.insert(line.substr(0, line.find_first_of("{ ")));
+  }
+  std::ifstream list(std::string(GANTRY_SOURCE_DIR) +
+                     "/tests/agent/dcgm-exporter-default-counters.txt");
+  std::vector<std::string> missing;
+  int counters = 0;
+  while (std::getline(list, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++counters;
+    bool as_label = body.find("," + line + "=\"") != std::string::npos ||
+                    body.find("{" + line + "=\"") != std::string::npos;
+    if (families.count(line) == 0 && !as_label) missing.push_back(line);
+  }
+  EXPECT_EQ(counters, 26);
+  EXPECT_TRUE(missing.empty()) << "missing from /metrics: " << ::testing::PrintToString(missing);
 }
 
 TEST_F(AgentTest, ServesMetricsHealthzAndNegotiatesOpenMetrics) {

@@ -292,12 +292,12 @@ class GpuCollector : public Collector {
   void CollectFields(Gpu& g, int gi, const Add& add) {
     if (!Ask(g, kCallFields) || (g.memory_temp_unsupported && g.nvlink_unsupported)) return;
     std::vector<health::FieldValue> req;
-    if (!g.memory_temp_unsupported) req.push_back({.field = health::kFieldMemoryTemp});
+    if (!g.memory_temp_unsupported) req.push_back(health::FieldRequest(health::kFieldMemoryTemp));
     if (!g.nvlink_unsupported) {
       req.push_back(
-          {.field = health::kFieldNvLinkThroughputDataTx, .scope = health::kFieldScopeAllLinks});
+          health::FieldRequest(health::kFieldNvLinkThroughputDataTx, health::kFieldScopeAllLinks));
       req.push_back(
-          {.field = health::kFieldNvLinkThroughputDataRx, .scope = health::kFieldScopeAllLinks});
+          health::FieldRequest(health::kFieldNvLinkThroughputDataRx, health::kFieldScopeAllLinks));
     }
     auto got = nvml_->FieldValues(gi, std::move(req));
     if (!Record(g, kCallFields, got.status())) return;

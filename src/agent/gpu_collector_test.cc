@@ -254,10 +254,10 @@ TEST(NvmlAgentCallsTest, FieldValuesGpmAndMemoryV2) {
   health::Nvml& n = **nvml;
 
   auto fields = n.FieldValues(
-      0, {{.field = health::kFieldMemoryTemp},
-          {.field = health::kFieldNvLinkThroughputDataRx, .scope = health::kFieldScopeAllLinks},
-          {.field = health::kFieldNvLinkThroughputDataTx, .scope = 3},
-          {.field = 9999}});
+      0,
+      {health::FieldRequest(health::kFieldMemoryTemp),
+       health::FieldRequest(health::kFieldNvLinkThroughputDataRx, health::kFieldScopeAllLinks),
+       health::FieldRequest(health::kFieldNvLinkThroughputDataTx, 3), health::FieldRequest(9999)});
   ASSERT_TRUE(fields.ok()) << fields.status().ToString();
   ASSERT_EQ(fields->size(), 4u);
   EXPECT_TRUE((*fields)[0].status.ok());
@@ -294,6 +294,31 @@ TEST(NvmlAgentCallsTest, FieldValuesGpmAndMemoryV2) {
   auto other = n.GpmCollect(1);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->has_value());
+}
+
+// A driver from before nvmlDeviceGetFieldValues, _v2 memory info and GPM:
+// the missing symbols leave their series out, the rest is served.
+TEST(GpuCollectorTest, OldDriverWithoutNewSymbolsLeavesTheirSeriesOut) {
+  FakeNvmlEnv env;
+  env.Write(HopperNode(1));
+  auto c = NewGpuCollector(
+      {.nvml_library = std::string(GANTRY_BINARY_DIR) + "/lib/libgantry_fake_nvml_old.so",
+       .hostname = "h"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (int round = 0; round < 2; ++round) {
+    Snapshot snap = Collect(c->get());
+    for (std::string_view name :
+         {"DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+          "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+          "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+          "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+          "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"}) {
+      EXPECT_EQ(snap.Find(name), nullptr) << name;
+    }
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_FB_USED", "0"), 4);  // v1 fallback
+    EXPECT_EQ(Value(snap, "DCGM_FI_DEV_GPU_TEMP", "0"), 40);
+    EXPECT_EQ(LabelOf(snap, "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DRIVER_VERSION"), "550.54.15");
+  }
 }
 
 TEST(GpuCollectorTest, NoNvmlIsUnavailable) {

@@ -107,6 +107,14 @@ struct FieldValue {
   double value = 0;    // converted from NVML's value type
 };
 
+// A FieldValue to ask nvmlDeviceGetFieldValues for.
+inline FieldValue FieldRequest(unsigned field, unsigned scope = 0) {
+  FieldValue f;
+  f.field = field;
+  f.scope = scope;
+  return f;
+}
+
 // Five GPM metrics (nvmlGpmMetricsGet) over the interval between two samples,
 // in NVML's units: utilisations in percent (0..100), PCIe in MiB/s. A metric
 // the GPU did not report is unset.
@@ -180,7 +188,7 @@ class Nvml {
   // a field the GPU does not support has its own Unimplemented status.
   Result<std::vector<FieldValue>> FieldValues(int gpu, std::vector<FieldValue> fields);
 
-  // GPM (GPU Performance Monitoring, Hopper and later; driver 520+).
+  // GPM (GPU Performance Monitoring, Hopper and later; driver 525+).
   // GpmSupported: nvmlGpmQueryDeviceSupport; Unimplemented when the library
   // has no GPM API. GpmCollect takes a new sample (nvmlGpmSampleGet) and
   // returns the metrics between it and the GPU's previous sample, which the

@@ -445,6 +445,10 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetPcieReplayCount
   return Field(*gpu, "pcie_replay", count);
 }
 
+// Left out of libgantry_fake_nvml_old.so (GANTRY_FAKE_NVML_PRE_GPM): a driver
+// from before these calls, so a missing symbol can be tested.
+#ifndef GANTRY_FAKE_NVML_PRE_GPM
+
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev,
                                                                                nvmlMemory_v2_t* m) {
   FAKE_DEVICE_CALL(dev, "nvmlDeviceGetMemoryInfo_v2");
@@ -613,6 +617,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMet
   }
   return kSuccess;
 }
+
+#endif  // GANTRY_FAKE_NVML_PRE_GPM
 
 // ---- Events: one event set at a time is enough for the agent. ----
 
