@@ -75,6 +75,13 @@ void SnapshotWriter::Add(FamilyId family, double value, const std::vector<LabelV
   AddImpl(family, value, labels);
 }
 
+bool SnapshotWriter::Begun(std::string_view name) const {
+  for (size_t i = 0; i < families_used_; ++i) {
+    if (snap_->families[i].name == name) return true;
+  }
+  return false;
+}
+
 void SnapshotWriter::Finish() {
   auto& fams = snap_->families;
   // Drop families not begun this time, and families without series.

@@ -14,6 +14,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <regex>
 
 #include "gantry/agent/collector.h"
@@ -259,6 +260,10 @@ class NodeCollector : public Collector {
         arp_(prefix_ + "/proc/net/arp"),
         udp_(prefix_ + "/proc/net/udp"),
         udp6_(prefix_ + "/proc/net/udp6"),
+        clocksource_available_(
+            prefix_ + "/sys/devices/system/clocksource/clocksource0/available_clocksource"),
+        clocksource_current_(prefix_ +
+                             "/sys/devices/system/clocksource/clocksource0/current_clocksource"),
         netstat_filter_(kNetstatFilter, std::regex::optimize),
         vmstat_filter_(kVmstatFilter, std::regex::optimize) {
     long hz = ::sysconf(_SC_CLK_TCK);
@@ -276,6 +281,9 @@ class NodeCollector : public Collector {
       PartFn fn = PartFor(info.name);
       if (fn != nullptr) parts_.push_back({info.name, fn, 0, false});
     }
+    // textfile last: it checks its names against every other collector's.
+    std::stable_partition(parts_.begin(), parts_.end(),
+                          [](const Part& p) { return p.name != "textfile"; });
   }
 
   std::string_view name() const override { return "node"; }
@@ -340,6 +348,45 @@ class NodeCollector : public Collector {
     auto t = w->Begin("node_time_seconds", "System time in seconds since epoch (1970).",
                       MetricType::kGauge);
     w->Add(t, static_cast<double>(w->time_ms()) / 1000.0);
+    // localtime_r re-reads the zone file (and allocates): once an hour is
+    // enough to follow daylight saving time.
+    std::time_t now = static_cast<std::time_t>(w->time_ms() / 1000);
+    if (now / 3600 != zone_hour_) {
+      zone_hour_ = now / 3600;
+      std::tm local{};
+      zone_name_.clear();
+      if (::localtime_r(&now, &local) != nullptr && local.tm_zone != nullptr) {
+        zone_name_.assign(local.tm_zone);
+        zone_offset_ = static_cast<double>(local.tm_gmtoff);
+      }
+    }
+    if (!zone_name_.empty()) {
+      w->Add(w->Begin("node_time_zone_offset_seconds", "System time zone offset in seconds.",
+                      MetricType::kGauge),
+             zone_offset_, {{"time_zone", zone_name_}});
+    }
+    // clocksource0, the one clock event device Linux has. (Families are
+    // begun only when they get series: an empty one is dropped by Finish and
+    // would be built anew on every collection.)
+    if (const std::string* a = clocksource_available_.Read(); a != nullptr) {
+      auto available =
+          w->Begin("node_time_clocksource_available_info",
+                   "Available clocksources read from '/sys/devices/system/clocksource'.",
+                   MetricType::kGauge);
+      std::string_view rest = *a;
+      for (std::string_view c = NextToken(&rest); !c.empty(); c = NextToken(&rest)) {
+        w->Add(available, 1, {{"clocksource", c}, {"device", "0"}});
+      }
+    }
+    if (const std::string* c = clocksource_current_.Read(); c != nullptr) {
+      std::string_view name = Trim(*c);
+      if (!name.empty()) {
+        auto current = w->Begin("node_time_clocksource_current_info",
+                                "Current clocksource read from '/sys/devices/system/clocksource'.",
+                                MetricType::kGauge);
+        w->Add(current, 1, {{"clocksource", name}, {"device", "0"}});
+      }
+    }
     return true;
   }
 
@@ -1345,13 +1392,13 @@ class NodeCollector : public Collector {
     auto error = w->Begin("node_textfile_scrape_error",
                           "1 if there was an error opening or reading a file, 0 otherwise",
                           MetricType::kGauge);
-    auto mtime = w->Begin("node_textfile_mtime_seconds",
-                          "Unixtime mtime of textfiles successfully read.", MetricType::kGauge);
     const std::string& dir_path = options_.textfile_directory;
     if (dir_path.empty()) {
       w->Add(error, 0);
       return true;
     }
+    auto mtime = w->Begin("node_textfile_mtime_seconds",
+                          "Unixtime mtime of textfiles successfully read.", MetricType::kGauge);
     bool failed = false;
     for (TextFamily& f : tf_families_) f.samples.clear();
     tf_families_.clear();
@@ -1387,6 +1434,16 @@ class NodeCollector : public Collector {
              {{"file", tf_path_}});
     }
     for (const TextFamily& f : tf_families_) {
+      // A name a collector serves (or the scrape status families) would
+      // make a second family of that name, which Prometheus rejects.
+      std::string_view n = f.name;
+      if (w->Begun(n) || StartsWith(n, "node_scrape_collector_") ||
+          StartsWith(n, "node_textfile_")) {
+        LogTextfile(f.name + " in " + dir_path +
+                    " is a name the agent serves itself; rename it in the textfile");
+        failed = true;
+        continue;
+      }
       auto id = w->Begin(f.name, f.help, f.type);
       for (const TextSample& s : f.samples) {
         tf_labels_.clear();
@@ -1437,7 +1494,7 @@ class NodeCollector : public Collector {
   FileReader psi_[3];
   FileReader netstat_, snmp_, snmp6_, sockstat_, sockstat6_, vmstat_, filenr_, softnet_;
   FileReader conntrack_count_, conntrack_max_, conntrack_stat_, entropy_avail_, entropy_pool_;
-  FileReader arp_, udp_, udp6_;
+  FileReader arp_, udp_, udp6_, clocksource_available_, clocksource_current_;
   std::regex netstat_filter_, vmstat_filter_;
   std::function<int(::timex*)> adjtimex_;
   std::vector<Part> parts_;
@@ -1451,6 +1508,9 @@ class NodeCollector : public Collector {
   std::vector<TextFamily> tf_families_;
   std::vector<LabelView> tf_labels_;
   double page_size_ = 4096;
+  std::time_t zone_hour_ = -1;
+  std::string zone_name_;
+  double zone_offset_ = 0;
   std::vector<MemName> mem_names_;
   std::vector<std::string> uname_;
   std::vector<std::string> seen_mounts_;
@@ -1549,7 +1609,8 @@ const std::vector<NodeCollectorInfo>& Table() {
       {"textfile", true, true, "<textfile_directory>/*.prom",
        "the files' families, node_textfile_mtime_seconds{file}, node_textfile_scrape_error"},
       {"thermal_zone", true, false, "", ""},
-      {"time", true, true, "the clock", "node_time_seconds"},
+      {"time", true, true, "the clock, localtime(3), /sys/devices/system/clocksource",
+       "node_time_seconds, node_time_zone_offset_seconds, node_time_clocksource_*_info"},
       {"timex", true, true, "adjtimex(2)", "node_timex_*"},
       {"udp_queues", true, true, "/proc/net/udp, /proc/net/udp6", "node_udp_queues{ip,queue}"},
       {"uname", true, true, "uname(2)", "node_uname_info"},

@@ -267,9 +267,10 @@ TEST(NodeCollectorTest, MissingProcfsYieldsOnlyTimeUnameAndScrapeStatus) {
   w.Finish();
   std::vector<std::string> names;
   for (const Family& f : s.families) names.push_back(f.name);
-  EXPECT_THAT(names, ::testing::ElementsAre(
-                         "node_scrape_collector_duration_seconds", "node_scrape_collector_success",
-                         "node_textfile_scrape_error", "node_time_seconds", "node_uname_info"));
+  EXPECT_THAT(names, ::testing::ElementsAre("node_scrape_collector_duration_seconds",
+                                            "node_scrape_collector_success",
+                                            "node_textfile_scrape_error", "node_time_seconds",
+                                            "node_time_zone_offset_seconds", "node_uname_info"));
   EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "meminfo"}}), 0);
   EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "timex"}}), 0);
   EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "time"}}), 1);
@@ -786,6 +787,38 @@ TEST(NodeCollectorTest, SteadyStateCollectionDoesNotAllocate) {
   EXPECT_EQ(counted, 0u);
   EXPECT_NE(s.Find("node_netstat_Tcp_CurrEstab"), nullptr);
   EXPECT_NE(s.Find("node_softnet_processed_total"), nullptr);
+}
+
+TEST(NodeCollectorTest, TextfileNamesThatCollideWithCollectorsAreRejected) {
+  FakeRoot root;
+  WriteNode(root);
+  root.Write("/tf/a.prom", "node_load1 99\nnode_scrape_collector_success 1\nmine 3\n");
+  Snapshot s = CollectOnce(
+      {.root = root.path(), .textfile_directory = root.path() + "/tf", .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(s, "node_load1"), 0.52);  // the collector's, once
+  size_t load1 = 0;
+  for (const Family& f : s.families) load1 += f.name == "node_load1" ? 1 : 0;
+  EXPECT_EQ(load1, 1u);
+  EXPECT_EQ(Value(s, "mine"), 3);
+  EXPECT_EQ(Value(s, "node_textfile_scrape_error"), 1);
+  EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "textfile"}}), 1);
+}
+
+TEST(NodeCollectorTest, TimeZoneAndClocksource) {
+  FakeRoot root;
+  root.Write("/sys/devices/system/clocksource/clocksource0/available_clocksource",
+             "tsc kvm-clock \n");
+  root.Write("/sys/devices/system/clocksource/clocksource0/current_clocksource", "tsc\n");
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(s, "node_time_clocksource_available_info",
+                  {{"clocksource", "kvm-clock"}, {"device", "0"}}),
+            1);
+  EXPECT_EQ(s.Find("node_time_clocksource_available_info")->series.size(), 2u);
+  EXPECT_EQ(Value(s, "node_time_clocksource_current_info", {{"clocksource", "tsc"}}), 1);
+  const Family* zone = s.Find("node_time_zone_offset_seconds");
+  ASSERT_NE(zone, nullptr);
+  ASSERT_EQ(zone->series.size(), 1u);
+  EXPECT_EQ(zone->series[0].labels[0].first, "time_zone");
 }
 
 TEST(FileReaderTest, RereadsAndReportsMissingFiles) {

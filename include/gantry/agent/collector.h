@@ -55,6 +55,9 @@ class SnapshotWriter {
   // Adds one series to `family` (from Begin on this writer).
   void Add(FamilyId family, double value, std::initializer_list<LabelView> labels = {});
   void Add(FamilyId family, double value, const std::vector<LabelView>& labels);
+  // Whether a family called `name` was begun on this writer (a textfile must
+  // not serve a name a collector serves).
+  bool Begun(std::string_view name) const;
   // Drops unused leftovers of the previous collection and sorts by name.
   void Finish();
 
