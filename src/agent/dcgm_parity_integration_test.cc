@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -83,7 +84,10 @@ TEST(DcgmParity, EveryDefaultCounterIsServed) {
                   .ok());
   auto ready = agent.WaitForLine(R"(gantry agent listening on .* \(port (\d+)\))");
   ASSERT_TRUE(ready.ok()) << ready.status().message() << "\n" << agent.Err();
-  auto metrics = http::Get({.url = "http://127.0.0.1:" + (*ready)[1] + "/metrics"});
+  http::Request req;
+  req.url = "http://127.0.0.1:" + (*ready)[1] + "/metrics";
+  req.deadline = std::chrono::seconds(30);
+  auto metrics = http::Get(req);
   ASSERT_TRUE(metrics.ok()) << metrics.status().message();
   ASSERT_EQ(metrics->status, 200);
   Exposition e = Parse(metrics->body);
