@@ -168,8 +168,8 @@ port=$(free_port)
 "$node_exporter" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
   --collector.arp --collector.conntrack --collector.cpu --collector.diskstats \
   --collector.entropy --collector.filefd --collector.filesystem --collector.loadavg \
-  --collector.meminfo --collector.netclass --collector.netdev --collector.netstat \
-  --collector.pressure --collector.sockstat --collector.softnet --collector.stat \
+  --collector.meminfo --collector.netclass --collector.netdev --collector.netstat --collector.os \
+  --collector.pressure --collector.selinux --collector.sockstat --collector.softnet --collector.stat \
   --collector.textfile --collector.time --collector.timex --collector.udp_queues \
   --collector.uname --collector.vmstat >"$tmp/node_exporter_same.log" 2>&1 &
 pid=$!; pids+=("$pid")

@@ -231,6 +231,12 @@ constexpr std::string_view kCpuModes[] = {"user",   "nice", "system",  "idle",
                                           "iowait", "irq",  "softirq", "steal"};
 
 class NodeCollector : public Collector {
+  // udev's properties of each block device (node_disk_info), read once per
+  // device: they change only when the device does.
+  struct DiskInfo {
+    std::string major, minor, model, path, revision, serial, wwn;
+  };
+
  public:
   explicit NodeCollector(const NodeCollectorOptions& o)
       : options_(o),
@@ -264,6 +270,10 @@ class NodeCollector : public Collector {
             prefix_ + "/sys/devices/system/clocksource/clocksource0/available_clocksource"),
         clocksource_current_(prefix_ +
                              "/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        os_release_(prefix_ + "/etc/os-release"),
+        os_release_lib_(prefix_ + "/usr/lib/os-release"),
+        selinux_enforce_(prefix_ + "/sys/fs/selinux/enforce"),
+        selinux_config_(prefix_ + "/etc/selinux/config"),
         netstat_filter_(kNetstatFilter, std::regex::optimize),
         vmstat_filter_(kVmstatFilter, std::regex::optimize) {
     long hz = ::sysconf(_SC_CLK_TCK);
@@ -327,7 +337,9 @@ class NodeCollector : public Collector {
         {"netclass", &NodeCollector::CollectNetclass},
         {"netdev", &NodeCollector::CollectNetwork},
         {"netstat", &NodeCollector::CollectNetstat},
+        {"os", &NodeCollector::CollectOs},
         {"pressure", &NodeCollector::CollectPressure},
+        {"selinux", &NodeCollector::CollectSelinux},
         {"sockstat", &NodeCollector::CollectSockstat},
         {"softnet", &NodeCollector::CollectSoftnet},
         {"stat", &NodeCollector::CollectStat},
@@ -388,6 +400,133 @@ class NodeCollector : public Collector {
       }
     }
     return true;
+  }
+
+  // node_exporter's os collector: /etc/os-release, else /usr/lib/os-release
+  // (os-release(5)). Values are unquoted; backslash escapes are kept as written.
+  bool CollectOs(SnapshotWriter* w) {
+    const std::string* text = os_release_.Read();
+    if (text == nullptr) text = os_release_lib_.Read();
+    if (text == nullptr) return false;
+    std::string_view build_id, id, id_like, image_id, image_version, name, pretty_name, variant,
+        variant_id, version, version_codename, version_id;
+    struct Key {
+      std::string_view key;
+      std::string_view* value;
+    };
+    const Key keys[] = {{"BUILD_ID", &build_id},
+                        {"ID", &id},
+                        {"ID_LIKE", &id_like},
+                        {"IMAGE_ID", &image_id},
+                        {"IMAGE_VERSION", &image_version},
+                        {"NAME", &name},
+                        {"PRETTY_NAME", &pretty_name},
+                        {"VARIANT", &variant},
+                        {"VARIANT_ID", &variant_id},
+                        {"VERSION", &version},
+                        {"VERSION_CODENAME", &version_codename},
+                        {"VERSION_ID", &version_id}};
+    ForEachLine(*text, [&](std::string_view line) {
+      line = Trim(line);
+      size_t eq = line.find('=');
+      if (line.empty() || line[0] == '#' || eq == std::string_view::npos) return;
+      std::string_view k = line.substr(0, eq), v = Trim(line.substr(eq + 1));
+      if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) {
+        v = v.substr(1, v.size() - 2);
+      }
+      for (const Key& key : keys) {
+        if (key.key == k) *key.value = v;
+      }
+    });
+    auto info = w->Begin("node_os_info",
+                         "A metric with a constant '1' value labeled by build_id, id, id_like, "
+                         "image_id, image_version, name, pretty_name, variant, variant_id, "
+                         "version, version_codename, version_id.",
+                         MetricType::kGauge);
+    w->Add(info, 1,
+           {{"build_id", build_id},
+            {"id", id},
+            {"id_like", id_like},
+            {"image_id", image_id},
+            {"image_version", image_version},
+            {"name", name},
+            {"pretty_name", pretty_name},
+            {"variant", variant},
+            {"variant_id", variant_id},
+            {"version", version},
+            {"version_codename", version_codename},
+            {"version_id", version_id}});
+    // The major.minor part of VERSION_ID ("22.04.3" -> 22.04); 0 without one.
+    size_t end = 0;
+    while (end < version_id.size() && version_id[end] >= '0' && version_id[end] <= '9') ++end;
+    if (end > 0 && end + 1 < version_id.size() && version_id[end] == '.' &&
+        version_id[end + 1] >= '0' && version_id[end + 1] <= '9') {
+      ++end;
+      while (end < version_id.size() && version_id[end] >= '0' && version_id[end] <= '9') ++end;
+    }
+    double number = 0;
+    if (end > 0) std::from_chars(version_id.data(), version_id.data() + end, number);
+    auto ver =
+        w->Begin("node_os_version", "Metric containing the major.minor part of the OS version.",
+                 MetricType::kGauge);
+    w->Add(ver, number, {{"id", id}, {"id_like", id_like}, {"name", name}});
+    return true;
+  }
+
+  // node_exporter's selinux collector: enabled when selinuxfs is mounted
+  // (its enforce file exists); the modes only then.
+  bool CollectSelinux(SnapshotWriter* w) {
+    const std::string* enforce = selinux_enforce_.Read();
+    auto enabled = w->Begin("node_selinux_enabled", "SELinux is enabled, 1 is true, 0 is false",
+                            MetricType::kGauge);
+    w->Add(enabled, enforce != nullptr ? 1 : 0);
+    if (enforce == nullptr) return true;
+    auto current = w->Begin("node_selinux_current_mode", "Current SELinux enforcement mode",
+                            MetricType::kGauge);
+    w->Add(current, Trim(*enforce) == "1" ? 1 : 0);
+    if (const std::string* cfg = selinux_config_.Read(); cfg != nullptr) {
+      double mode = -2;
+      ForEachLine(*cfg, [&](std::string_view line) {
+        line = Trim(line);
+        if (!StartsWith(line, "SELINUX=")) return;
+        std::string_view v = Trim(line.substr(8));
+        mode = v == "enforcing" ? 1 : v == "permissive" ? 0 : v == "disabled" ? -1 : mode;
+      });
+      if (mode > -2) {
+        auto config = w->Begin("node_selinux_config_mode", "Configured SELinux enforcement mode",
+                               MetricType::kGauge);
+        w->Add(config, mode);
+      }
+    }
+    return true;
+  }
+
+  // udev's database entry of a block device, /run/udev/data/b<major>:<minor>
+  // (E:KEY=value lines); empty labels when there is none (as node_exporter).
+  const DiskInfo& DiskInfoFor(std::string_view dev, uint64_t major, uint64_t minor) {
+    for (const auto& [name, info] : disk_info_) {
+      if (name == dev) return info;
+    }
+    DiskInfo info;
+    info.major = std::to_string(major);
+    info.minor = std::to_string(minor);
+    FileReader udev(prefix_ + "/run/udev/data/b" + info.major + ":" + info.minor);
+    if (const std::string* text = udev.Read(); text != nullptr) {
+      ForEachLine(*text, [&](std::string_view line) {
+        if (!StartsWith(line, "E:")) return;
+        line.remove_prefix(2);
+        size_t eq = line.find('=');
+        if (eq == std::string_view::npos) return;
+        std::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
+        if (k == "ID_MODEL") info.model = v;
+        if (k == "ID_PATH") info.path = v;
+        if (k == "ID_REVISION") info.revision = v;
+        if (k == "ID_SERIAL_SHORT") info.serial = v;
+        if (k == "ID_WWN") info.wwn = v;
+      });
+    }
+    disk_info_.emplace_back(std::string(dev), std::move(info));
+    return disk_info_.back().second;
   }
 
   bool CollectUname(SnapshotWriter* w) {
@@ -630,6 +769,8 @@ class NodeCollector : public Collector {
     F flush_time = w->Begin("node_disk_flush_requests_time_seconds_total",
                             "This is the total number of seconds spent by all flush requests.",
                             MetricType::kCounter);
+    F disk_info =
+        w->Begin("node_disk_info", "Info of /sys/block/<block_device>.", MetricType::kGauge);
     ForEachLine(*text, [&](std::string_view line) {
       std::string_view rest = line;
       uint64_t major = 0, minor = 0;
@@ -646,6 +787,16 @@ class NodeCollector : public Collector {
         return;
       }
       if (ExcludedDisk(dev)) return;
+      const DiskInfo& info = DiskInfoFor(dev, major, minor);
+      w->Add(disk_info, 1,
+             {{"device", dev},
+              {"major", info.major},
+              {"minor", info.minor},
+              {"model", info.model},
+              {"path", info.path},
+              {"revision", info.revision},
+              {"serial", info.serial},
+              {"wwn", info.wwn}});
       std::initializer_list<LabelView> l = {{"device", dev}};
       w->Add(reads, static_cast<double>(v[0]), l);
       w->Add(reads_merged, static_cast<double>(v[1]), l);
@@ -1495,6 +1646,8 @@ class NodeCollector : public Collector {
   FileReader netstat_, snmp_, snmp6_, sockstat_, sockstat6_, vmstat_, filenr_, softnet_;
   FileReader conntrack_count_, conntrack_max_, conntrack_stat_, entropy_avail_, entropy_pool_;
   FileReader arp_, udp_, udp6_, clocksource_available_, clocksource_current_;
+  FileReader os_release_, os_release_lib_, selinux_enforce_, selinux_config_;
+  std::vector<std::pair<std::string, DiskInfo>> disk_info_;
   std::regex netstat_filter_, vmstat_filter_;
   std::function<int(::timex*)> adjtimex_;
   std::vector<Part> parts_;
@@ -1539,8 +1692,9 @@ const std::vector<NodeCollectorInfo>& Table() {
       {"cpu", true, true, "/proc/stat (cpuN lines)",
        "node_cpu_seconds_total{cpu,mode}, node_cpu_guest_seconds_total{cpu,mode}"},
       {"cpufreq", true, false, "", ""},
-      {"diskstats", true, true, "/proc/diskstats",
-       "node_disk_{reads,writes,discards}_completed_total, node_disk_*_merged_total, "
+      {"diskstats", true, true, "/proc/diskstats, /run/udev/data/b<major>:<minor>",
+       "node_disk_info, node_disk_{reads,writes,discards}_completed_total, "
+       "node_disk_*_merged_total, "
        "node_disk_{read,written}_bytes_total, node_disk_discarded_sectors_total, "
        "node_disk_*_time_seconds_total, node_disk_flush_requests_total, node_disk_io_now"},
       {"dmi", true, false, "", ""},
@@ -1580,7 +1734,7 @@ const std::vector<NodeCollectorInfo>& Table() {
       {"nfsd", true, false, "", ""},
       {"ntp", false, false, "", ""},
       {"nvme", true, false, "", ""},
-      {"os", true, false, "", ""},
+      {"os", true, true, "/etc/os-release, /usr/lib/os-release", "node_os_info, node_os_version"},
       {"perf", false, false, "", ""},
       {"powersupplyclass", true, false, "", ""},
       {"pressure", true, true, "/proc/pressure/{cpu,io,memory}",
@@ -1590,7 +1744,8 @@ const std::vector<NodeCollectorInfo>& Table() {
       {"rapl", true, false, "", ""},
       {"runit", false, false, "", ""},
       {"schedstat", true, false, "", ""},
-      {"selinux", true, false, "", ""},
+      {"selinux", true, true, "/sys/fs/selinux/enforce, /etc/selinux/config",
+       "node_selinux_enabled, node_selinux_{current,config}_mode"},
       {"slabinfo", false, false, "", ""},
       {"sockstat", true, true, "/proc/net/sockstat, /proc/net/sockstat6",
        "node_sockstat_sockets_used, node_sockstat_<PROTO>_<state>, "

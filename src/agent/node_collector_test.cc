@@ -269,6 +269,7 @@ TEST(NodeCollectorTest, MissingProcfsYieldsOnlyTimeUnameAndScrapeStatus) {
   for (const Family& f : s.families) names.push_back(f.name);
   EXPECT_THAT(names, ::testing::ElementsAre("node_scrape_collector_duration_seconds",
                                             "node_scrape_collector_success",
+                                            "node_selinux_enabled",  // 0: no selinuxfs
                                             "node_textfile_scrape_error", "node_time_seconds",
                                             "node_time_zone_offset_seconds", "node_uname_info"));
   EXPECT_EQ(Value(s, "node_scrape_collector_success", {{"collector", "meminfo"}}), 0);
@@ -473,6 +474,59 @@ TEST(NodeCollectorTest, NetstatSockstatVmstatWithNodeExporterFiltersAndTypes) {
   EXPECT_EQ(s.Find("node_vmstat_nr_free_pages"), nullptr);
   EXPECT_EQ(s.Find("node_vmstat_pgfault")->help, "/proc/vmstat information field pgfault.");
   EXPECT_EQ(s.Find("node_vmstat_pgfault")->type, MetricType::kUntyped);
+}
+
+// The os and selinux collectors and node_disk_info, as node_exporter serves
+// them on Debian 12 (values from its output on this project's machines).
+TEST(NodeCollectorTest, OsReleaseSelinuxAndDiskInfo) {
+  FakeRoot root;
+  WriteNode(root);
+  root.Write("/etc/os-release",
+             "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n"
+             "VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nVERSION_CODENAME=bookworm\n"
+             "ID=debian\n# a comment\nnot a key line\n");
+  Snapshot s = CollectOnce({.root = root.path(), .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(s, "node_os_info",
+                  {{"id", "debian"},
+                   {"name", "Debian GNU/Linux"},
+                   {"pretty_name", "Debian GNU/Linux 12 (bookworm)"},
+                   {"version", "12 (bookworm)"},
+                   {"version_codename", "bookworm"},
+                   {"version_id", "12"},
+                   {"build_id", ""},
+                   {"variant", ""}}),
+            1);
+  EXPECT_EQ(Value(s, "node_os_version", {{"id", "debian"}, {"id_like", ""}}), 12);
+  EXPECT_EQ(Value(s, "node_selinux_enabled"), 0);
+  EXPECT_EQ(s.Find("node_selinux_current_mode"), nullptr);
+  const Family* disk = s.Find("node_disk_info");
+  ASSERT_NE(disk, nullptr);
+  EXPECT_EQ(Value(s, "node_disk_info", {{"device", "sda"}, {"major", "8"}, {"model", ""}}), 1);
+
+  // /usr/lib/os-release when /etc has none; major.minor of a longer VERSION_ID;
+  // SELinux enforcing; udev's properties of the disk.
+  FakeRoot other;
+  WriteNode(other);
+  other.Write("/usr/lib/os-release", "ID=ubuntu\nID_LIKE=debian\nVERSION_ID='22.04.3'\n");
+  other.Write("/sys/fs/selinux/enforce", "1\n");
+  other.Write("/etc/selinux/config", "# SELINUX=disabled\nSELINUX=permissive\n");
+  other.Write("/run/udev/data/b8:0",
+              "S:disk/by-id/x\nE:ID_MODEL=Virtual_Disk\nE:ID_SERIAL_SHORT=6002248\n"
+              "E:ID_PATH=acpi-VMBUS:00\nE:ID_REVISION=1.0\nE:ID_WWN=0x6002248\n");
+  Snapshot t = CollectOnce({.root = other.path(), .adjtimex = FakeAdjtimex});
+  EXPECT_EQ(Value(t, "node_os_version", {{"id", "ubuntu"}, {"id_like", "debian"}}), 22.04);
+  EXPECT_EQ(Value(t, "node_os_info", {{"version_id", "22.04.3"}}), 1);
+  EXPECT_EQ(Value(t, "node_selinux_enabled"), 1);
+  EXPECT_EQ(Value(t, "node_selinux_current_mode"), 1);
+  EXPECT_EQ(Value(t, "node_selinux_config_mode"), 0);
+  EXPECT_EQ(Value(t, "node_disk_info",
+                  {{"device", "sda"},
+                   {"model", "Virtual_Disk"},
+                   {"serial", "6002248"},
+                   {"path", "acpi-VMBUS:00"},
+                   {"revision", "1.0"},
+                   {"wwn", "0x6002248"}}),
+            1);
 }
 
 TEST(NodeCollectorTest, SmallProcfsCollectors) {
