@@ -27,6 +27,8 @@ PACKAGES=(
   procps time
   # bc for the arithmetic of bench/jobs.sh
   bc
+  # readelf for the footprint test (no optional GPU/MPI library among gantry's NEEDED entries)
+  binutils
   # gateway: Boost.Asio (headers), hiredis (RESP codec for the shared Redis limits), SQLite (keys, quotas)
   libboost-dev libhiredis-dev libsqlite3-dev
   # gateway tests and bench/gateway.sh: real Redis, nginx backend, HAProxy anchor, wrk load, promtool
