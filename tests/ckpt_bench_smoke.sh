@@ -18,5 +18,11 @@ if [[ -n $(ls -A "$dir") ]]; then
   echo "bench left files behind: $(ls -A "$dir")" >&2
   exit 1
 fi
-"$gantry" ckpt bench "$dir" --size 8M --tensors 0 && { echo "--tensors 0 accepted" >&2; exit 1; }
+# Refused as usage (exit 2) with the reason, not any failure (a crash is not a refusal).
+rc=0
+err=$("$gantry" ckpt bench "$dir" --size 8M --tensors 0 2>&1) || rc=$?
+if [[ $rc -ne 2 || $err != *"--tensors and --iters must be at least 1"* ]]; then
+  echo "--tensors 0: exit $rc, expected 2 with the reason; got: $err" >&2
+  exit 1
+fi
 echo ok

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gantry/core/http_server.h"
+#include "gantry/core/log.h"
 #include "testing/fake_root.h"
 #include "testing/http_test_server.h"
 
@@ -404,12 +405,22 @@ TEST(CommandSink, NonZeroExitAndTimeoutAreErrorsNamingTheCommand) {
   EXPECT_THAT(s.message(), HasSubstr("sleep 30"));
 }
 
-TEST(LogSink, AcceptsAlerts) {
+TEST(LogSink, LogsOneLinePerAlertWithStateNameLabelsAndSummary) {
   SinkConfig cfg;
   cfg.type = SinkType::kLog;
   auto sink = MakeSink(cfg, {});
   ASSERT_TRUE(sink.ok());
-  EXPECT_TRUE((*sink)->Send({CpuAlert("a"), CpuAlert("b", false)}, 1).ok());
+  ASSERT_TRUE(log::SetLevel("info").ok());
+  ::testing::internal::CaptureStderr();
+  Status s = (*sink)->Send({CpuAlert("a"), CpuAlert("b", false)}, 1);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // Firing at warn, resolved at info, each with its labels, value and summary.
+  EXPECT_THAT(err, ::testing::HasSubstr("[warn] alert firing HighCpu"));
+  EXPECT_THAT(err, ::testing::HasSubstr("instance=\"a\""));
+  EXPECT_THAT(err, ::testing::HasSubstr("value=93.5: CPU above 80% on a"));
+  EXPECT_THAT(err, ::testing::HasSubstr("[info] alert resolved HighCpu"));
+  EXPECT_THAT(err, ::testing::HasSubstr("CPU above 80% on b"));
 }
 
 // A sink that blocks until released and records what it got.

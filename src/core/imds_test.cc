@@ -178,16 +178,6 @@ TEST(ImdsTest, BadEndpointIsInvalidArgument) {
   EXPECT_THAT(info.status().message(), HasSubstr("GANTRY_IMDS_ENDPOINT"));
 }
 
-TEST(ImdsTest, FakeReturnsWhatItWasGiven) {
-  ImdsInfo canned;
-  canned.vm_size = "Standard_NC24ads_A100_v4";
-  auto ok = FakeImds(canned).Fetch();
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->vm_size, "Standard_NC24ads_A100_v4");
-  auto err = FakeImds(Unavailable("not on Azure")).Fetch();
-  EXPECT_EQ(err.status(), Unavailable("not on Azure"));
-}
-
 TEST(ImdsTest, ToJsonHasStableKeys) {
   auto info = ParseImdsDocument(kInstanceDocument, "doc");
   ASSERT_TRUE(info.ok());

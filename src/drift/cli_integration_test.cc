@@ -116,7 +116,9 @@ TEST_F(DriftCli, ExamplesGoldenJsonAndHtml) {
   EXPECT_EQ(cmp.rc, 1) << cmp.err;  // the example window drifts
   // Golden table (regenerate with GANTRY_UPDATE_GOLDEN=1 after a deliberate change).
   const std::string golden_path = kExamples + "/compare.golden.txt";
-  if (getenv("GANTRY_UPDATE_GOLDEN")) std::ofstream(golden_path) << cmp.out;
+  if (const char* u = getenv("GANTRY_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
+    std::ofstream(golden_path) << cmp.out;
+  }
   std::ifstream g(golden_path);
   std::string golden((std::istreambuf_iterator<char>(g)), {});
   EXPECT_EQ(cmp.out, golden);
