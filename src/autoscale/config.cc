@@ -11,6 +11,7 @@
 
 #include "gantry/core/config.h"
 #include "gantry/core/text.h"
+#include "gantry/security/azure_credential.h"
 
 namespace gantry::autoscale {
 namespace {
@@ -420,37 +421,6 @@ Result<Profile> ParseProfile(const Config& c, const std::set<std::string>& metri
   return p;
 }
 
-Result<AzureCredentialConfig> Credential(const Config& c) {
-  AzureCredentialConfig cred;
-  if (!c.Has("")) {
-    cred.managed_identity = true;  // the default on an Azure VM
-    return cred;
-  }
-  RETURN_IF_ERROR(
-      c.CheckKnownKeys("", {"managed_identity", "client_id", "tenant_id", "client_secret_env",
-                            "token_env", "imds_endpoint", "authority"}));
-  ASSIGN_OR_RETURN(cred.managed_identity, c.GetBool("managed_identity", false));
-  ASSIGN_OR_RETURN(cred.client_id, c.GetString("client_id", ""));
-  ASSIGN_OR_RETURN(cred.tenant_id, c.GetString("tenant_id", ""));
-  ASSIGN_OR_RETURN(cred.client_secret_env, c.GetString("client_secret_env", ""));
-  ASSIGN_OR_RETURN(cred.token_env, c.GetString("token_env", ""));
-  ASSIGN_OR_RETURN(cred.imds_endpoint, c.GetString("imds_endpoint", cred.imds_endpoint));
-  ASSIGN_OR_RETURN(cred.authority, c.GetString("authority", cred.authority));
-  int kinds = (cred.managed_identity ? 1 : 0) + (!cred.tenant_id.empty() ? 1 : 0) +
-              (!cred.token_env.empty() ? 1 : 0);
-  if (kinds != 1) {
-    return Bad(c, "",
-               "expected exactly one credential: managed_identity: true [client_id], a service "
-               "principal (tenant_id, client_id, client_secret_env) or token_env");
-  }
-  if (!cred.tenant_id.empty() && (cred.client_id.empty() || cred.client_secret_env.empty())) {
-    return Bad(c, "client_secret_env",
-               "a service principal needs tenant_id, client_id and client_secret_env (the name "
-               "of the variable that holds the secret; secrets never go in the file)");
-  }
-  return cred;
-}
-
 Result<VmssConfig> Vmss(const Config& c) {
   RETURN_IF_ERROR(
       c.CheckKnownKeys("", {"subscription", "resource_group", "name", "endpoint", "api_version",
@@ -465,8 +435,7 @@ Result<VmssConfig> Vmss(const Config& c) {
   ASSIGN_OR_RETURN(v.timeout, Millis(c, "timeout", v.timeout, milliseconds(1)));
   ASSIGN_OR_RETURN(v.operation_timeout,
                    Millis(c, "operation_timeout", v.operation_timeout, milliseconds(1)));
-  ASSIGN_OR_RETURN(Config cred, c.Sub("credential"));
-  ASSIGN_OR_RETURN(v.credential, Credential(cred));
+  ASSIGN_OR_RETURN(v.credential, security::ParseAzureCredential(c, "credential"));
   return v;
 }
 

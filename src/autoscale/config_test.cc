@@ -53,7 +53,7 @@ targets:
         subscription: sub
         resource_group: rg
         name: pool
-        credential: {tenant_id: t, client_id: c, client_secret_env: SECRET}
+        credential: {type: service_principal, tenant_id: t, client_id: c, client_secret_env: SECRET}
   - name: batch
     max: 10
     mode: rules
@@ -114,7 +114,7 @@ TEST(AutoscaleConfig, ParsesEveryPart) {
   EXPECT_EQ(llm.scale_in.drain_timeout, std::chrono::seconds(30));
   EXPECT_EQ(llm.actuator.kind, ActuatorConfig::Kind::kVmss);
   EXPECT_EQ(llm.actuator.vmss.credential.client_secret_env, "SECRET");
-  EXPECT_FALSE(llm.actuator.vmss.credential.managed_identity);
+  EXPECT_EQ(llm.actuator.vmss.credential.kind, security::AzureIdentity::kServicePrincipal);
 
   const TargetConfig& batch = r->targets[1];
   EXPECT_EQ(batch.decision.mode, Mode::kRules);
@@ -190,8 +190,8 @@ TEST(AutoscaleConfig, ErrorsNameTheKeyAndLine) {
        "expected a command as a list of arguments"},
       {head + "    max: 2\n" + metric +
            "    actuator: {vmss: {subscription: s, resource_group: r, name: n, credential: "
-           "{tenant_id: t}}}\n",
-       "a service principal needs tenant_id, client_id and client_secret_env"},
+           "{type: service_principal, tenant_id: t}}}\n",
+       "type service_principal needs client_id"},
       {head + "    max: 2\n" + metric + "    actuator: {kubernetes: {name: x}}\n",
        "expected exactly one of kubeconfig: FILE or in_cluster: true"},
       {head + "    max: 2\n    mode: rules\n" + metric + act, "remove target"},

@@ -418,25 +418,7 @@ Result<std::unique_ptr<Actuator>> NewVmssActuator(const VmssConfig& config, cons
   if (config.timeout.count() <= 0 || config.operation_timeout.count() <= 0) {
     return InvalidArgument("vmss actuator: timeout and operation_timeout must be positive");
   }
-  const AzureCredentialConfig& a = config.credential;
-  int kinds = (a.managed_identity ? 1 : 0) + (!a.tenant_id.empty() ? 1 : 0) +
-              (!a.token_env.empty() ? 1 : 0);
-  if (kinds != 1) {
-    return InvalidArgument(
-        "vmss actuator: credential: set exactly one of managed_identity, a service principal "
-        "(tenant_id, client_id, client_secret_env) or token_env; " +
-        std::to_string(kinds) + " are set");
-  }
-  security::AzureCredentialOptions o;
-  o.kind = a.managed_identity     ? security::AzureIdentity::kManagedIdentity
-           : !a.tenant_id.empty() ? security::AzureIdentity::kServicePrincipal
-                                  : security::AzureIdentity::kEnvironmentToken;
-  o.client_id = a.client_id;
-  o.tenant_id = a.tenant_id;
-  o.client_secret_env = a.client_secret_env;
-  o.token_env = a.token_env;
-  o.imds_endpoint = a.imds_endpoint;
-  o.authority = a.authority;
+  security::AzureCredentialOptions o = config.credential;
   // The token's audience is ARM itself (sovereign clouds have their own).
   o.resource = config.endpoint.starts_with("https://") ? TrimSlash(config.endpoint)
                                                        : "https://management.azure.com";

@@ -53,6 +53,7 @@ class VmssActuatorTest : public ::testing::Test {
     c.api_version = kSdkApiVersion;
     c.timeout = 5s;
     c.operation_timeout = 120s;
+    c.credential.kind = security::AzureIdentity::kEnvironmentToken;
     c.credential.token_env = "GANTRY_TEST_ARM_TOKEN";
     return c;
   }
@@ -193,6 +194,7 @@ TEST_F(VmssActuatorTest, RefusedTokenIsPermissionDeniedNamingTheIdentity) {
   ASSERT_TRUE(server->ok());
   ::setenv("GANTRY_TEST_ARM_WRONG", "not-the-token", 1);
   VmssConfig c = Config(*server);
+  c.credential.kind = security::AzureIdentity::kEnvironmentToken;
   c.credential.token_env = "GANTRY_TEST_ARM_WRONG";
   auto vmss = New(c);
   Result<Capacity> cap = vmss->Read();
@@ -243,14 +245,16 @@ TEST_F(VmssActuatorTest, AnUpdatingScaleSetIsBusyAndForceDeletionIsAsked) {
   EXPECT_EQ(cap->target, 2);
 }
 
-TEST(VmssActuatorConfigTest, ExactlyOneCredential) {
+TEST(VmssActuatorConfigTest, CredentialIsCheckedBeforeAnythingIsFetched) {
   FakeClock clock;
   VmssConfig c{.subscription = "s", .resource_group = "r", .name = "n"};
+  EXPECT_TRUE(NewVmssActuator(c, clock).ok());  // the chain, nothing fetched yet
+  c.credential.kind = security::AzureIdentity::kServicePrincipal;
+  c.credential.tenant_id = "t";  // no client id, no secret variable
   EXPECT_EQ(NewVmssActuator(c, clock).status().code(), StatusCode::kInvalidArgument);
-  c.credential.managed_identity = true;
+  c.credential.kind = security::AzureIdentity::kEnvironmentToken;  // without token_env
+  EXPECT_EQ(NewVmssActuator(c, clock).status().code(), StatusCode::kInvalidArgument);
   c.credential.token_env = "X";
-  EXPECT_EQ(NewVmssActuator(c, clock).status().code(), StatusCode::kInvalidArgument);
-  c.credential.token_env.clear();
   EXPECT_TRUE(NewVmssActuator(c, clock).ok());
 }
 

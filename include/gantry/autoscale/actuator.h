@@ -9,8 +9,8 @@
 //               and If-Match; scale in by POST .../delete {"instanceIds":[...]}
 //               of the chosen instances; 202 + Azure-AsyncOperation/Location
 //               polled until Succeeded; 429/503 with Retry-After honoured.
-//               Tokens from managed identity (IMDS), a service principal or an
-//               environment variable (security/azure_credential.h).
+//               Tokens from the Azure credential chain or one chosen link
+//               (security/azure_credential.h).
 //   kubernetes  the `scale` subresource of a Deployment or StatefulSet
 //               (GET/PATCH .../scale, resourceVersion checked) with an
 //               in-cluster service-account token or a kubeconfig.
@@ -34,6 +34,7 @@
 
 #include "gantry/core/clock.h"
 #include "gantry/core/status.h"
+#include "gantry/security/azure_credential.h"
 
 namespace gantry::autoscale {
 
@@ -72,18 +73,6 @@ class Actuator {
 
 // --- Factories --------------------------------------------------------------
 
-struct AzureCredentialConfig {
-  // Exactly one of these.
-  bool managed_identity = false;
-  std::string client_id;          // user-assigned identity (managed), or the SP's app id
-  std::string tenant_id;          // service principal
-  std::string client_secret_env;  // service principal: the variable holding the secret
-  std::string token_env;  // a bearer token in this variable (tests, az account get-access-token)
-  // Overrides for tests: IMDS and the Entra authority (http://127.0.0.1:port).
-  std::string imds_endpoint = "http://169.254.169.254";
-  std::string authority = "https://login.microsoftonline.com";
-};
-
 struct VmssConfig {
   std::string subscription, resource_group, name;
   std::string endpoint = "https://management.azure.com";  // http://127.0.0.1:port in tests
@@ -91,7 +80,9 @@ struct VmssConfig {
   bool force_deletion = false;
   std::chrono::milliseconds timeout{30'000};             // one HTTP exchange
   std::chrono::milliseconds operation_timeout{900'000};  // an async operation, polled
-  AzureCredentialConfig credential;
+  // The identity (the chain by default); `resource` is ignored: tokens are
+  // always for the ARM endpoint above (sovereign clouds have their own).
+  security::AzureCredentialOptions credential;
 };
 
 struct KubernetesConfig {
