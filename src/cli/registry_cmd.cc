@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "gantry/core/json.h"
@@ -49,6 +50,8 @@ struct RegistryFlags {
   std::string listen = "127.0.0.1:5000";
   // remote client (--server) and serve's access control
   std::string server, api_key, keys_db, jwt_secret_file, jwt_public_key, jwt_issuer, jwt_audience;
+  std::string jwt_oidc_issuer, jwt_oidc_discovery_url;
+  std::vector<std::string> jwt_tenants, jwt_role_map;
   int64_t max_upload_mb = 256;
   std::string spool_dir;
   // search
@@ -585,6 +588,10 @@ int DoServe(const RegistryFlags& f) {
                                      .jwt_public_key_file = f.jwt_public_key,
                                      .jwt_issuer = f.jwt_issuer,
                                      .jwt_audience = f.jwt_audience,
+                                     .jwt_oidc_issuer = f.jwt_oidc_issuer,
+                                     .jwt_oidc_discovery_url = f.jwt_oidc_discovery_url,
+                                     .jwt_tenants = f.jwt_tenants,
+                                     .jwt_role_map = f.jwt_role_map,
                                      .max_blob_bytes = static_cast<uint64_t>(f.max_upload_mb) << 20,
                                      .spool_dir = f.spool_dir};
   // Refused before the stores are opened.
@@ -764,6 +771,17 @@ void RegisterRegistry(CLI::App& app, Action* action) {
                  "Accept RS256 / ES256 JWTs verified with this public key PEM");
   sv->add_option("--jwt-issuer", flags->jwt_issuer, "Required JWT 'iss'");
   sv->add_option("--jwt-audience", flags->jwt_audience, "Required JWT 'aud'");
+  sv->add_option("--jwt-oidc-issuer", flags->jwt_oidc_issuer,
+                 "Accept JWTs from this OpenID Connect issuer (e.g. "
+                 "https://login.microsoftonline.com/TENANT/v2.0); keys from its JWKS");
+  sv->add_option("--jwt-oidc-discovery-url", flags->jwt_oidc_discovery_url,
+                 "The issuer's discovery document (default: ISSUER/.well-known/"
+                 "openid-configuration)");
+  sv->add_option("--jwt-tenant", flags->jwt_tenants,
+                 "Allowed Entra tenant id ('tid'); repeatable; required for common/organizations");
+  sv->add_option("--jwt-role-map", flags->jwt_role_map,
+                 "ROLE=VALUE: tokens whose 'roles'/'scp'/'role' claim holds VALUE get ROLE "
+                 "(reader|writer|admin); repeatable");
   sv->add_option("--max-upload-mb", flags->max_upload_mb,
                  "Largest file upload; larger ones get 413 before any byte is read")
       ->capture_default_str();

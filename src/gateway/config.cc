@@ -9,6 +9,7 @@
 #include "gantry/core/config.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/json.h"
+#include "gantry/security/oidc.h"
 
 namespace gantry::gateway {
 namespace {
@@ -583,8 +584,8 @@ Status ParseAuth(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(gw->api_keys, cfg.GetBool("auth.api_keys", true));
   ASSIGN_OR_RETURN(gw->forward_credentials, cfg.GetBool("auth.forward_credentials", false));
   if (!cfg.Has("auth.jwt")) return Status::Ok();
-  RETURN_IF_ERROR(
-      cfg.CheckKnownKeys("auth.jwt", {"issuer", "audience", "role_claim", "leeway", "keys"}));
+  RETURN_IF_ERROR(cfg.CheckKnownKeys(
+      "auth.jwt", {"issuer", "audience", "role_claim", "leeway", "keys", "oidc", "role_map"}));
   security::JwtOptions o;
   ASSIGN_OR_RETURN(o.issuer, cfg.GetString("auth.jwt.issuer", ""));
   if (cfg.IsScalar("auth.jwt.audience")) {
@@ -596,9 +597,92 @@ Status ParseAuth(const Config& cfg, GatewayConfig* gw) {
   ASSIGN_OR_RETURN(o.role_claim, cfg.GetString("auth.jwt.role_claim", "role"));
   ASSIGN_OR_RETURN(auto leeway, cfg.GetDuration("auth.jwt.leeway", std::chrono::seconds(30)));
   o.leeway_s = std::chrono::duration_cast<std::chrono::seconds>(leeway).count();
+  // role_map is keyed by the Gantry role (claim values such as "Gantry.Admin"
+  // hold dots, which config keys cannot).
+  ASSIGN_OR_RETURN(std::vector<std::string> mapped, cfg.Keys("auth.jwt.role_map"));
+  for (const std::string& role : mapped) {
+    std::string rk = "auth.jwt.role_map." + role;
+    std::vector<std::string> values;
+    if (cfg.IsScalar(rk)) {
+      ASSIGN_OR_RETURN(std::string v, cfg.GetString(rk, ""));
+      values.push_back(v);
+    } else {
+      ASSIGN_OR_RETURN(values, cfg.GetStringList(rk));
+    }
+    std::erase(values, std::string());
+    if (values.empty()) {
+      return InvalidArgument(
+          fmt::format("{}: list the claim values (app roles or scopes) that grant role '{}', e.g. "
+                      "[Gantry.Admin]",
+                      cfg.Locate(rk), role));
+    }
+    o.role_map[role] = std::move(values);
+  }
   ASSIGN_OR_RETURN(size_t n, cfg.ListSize("auth.jwt.keys"));
-  if (n == 0) {
-    return InvalidArgument(fmt::format("{}: jwt needs at least one key", cfg.Locate("auth.jwt")));
+  if (cfg.Has("auth.jwt.oidc")) {
+    if (n > 0) {
+      return InvalidArgument(
+          fmt::format("{}: use either auth.jwt.oidc (keys from the issuer) or auth.jwt.keys "
+                      "(static keys), not both",
+                      cfg.Locate("auth.jwt.keys")));
+    }
+    if (o.audiences.empty()) {
+      // Every tenant's tokens are signed with the same Entra keys: without an
+      // audience any app's token would do.
+      return InvalidArgument(fmt::format(
+          "{}: OpenID Connect needs auth.jwt.audience (the app's client id or api:// URI)",
+          cfg.Locate("auth.jwt")));
+    }
+    RETURN_IF_ERROR(
+        cfg.CheckKnownKeys("auth.jwt.oidc", {"issuer", "discovery_url", "tenants", "refresh",
+                                             "unknown_kid_refresh", "timeout", "ca_file"}));
+    security::OidcOptions oo;
+    ASSIGN_OR_RETURN(oo.issuer, cfg.GetString("auth.jwt.oidc.issuer", ""));
+    ASSIGN_OR_RETURN(oo.discovery_url, cfg.GetString("auth.jwt.oidc.discovery_url", ""));
+    if (oo.issuer.empty() && oo.discovery_url.empty()) {
+      return InvalidArgument(fmt::format(
+          "{}: needs issuer (e.g. https://login.microsoftonline.com/<tenant id>/v2.0) or "
+          "discovery_url",
+          cfg.Locate("auth.jwt.oidc")));
+    }
+    ASSIGN_OR_RETURN(o.tenants, cfg.GetStringList("auth.jwt.oidc.tenants"));
+    for (const char* multi : {"/common/", "/organizations/"}) {
+      if ((oo.issuer + oo.discovery_url).find(multi) != std::string::npos && o.tenants.empty()) {
+        return InvalidArgument(fmt::format(
+            "{}: a multi-tenant issuer ({}) accepts tokens from any tenant; list the allowed "
+            "tenant ids under auth.jwt.oidc.tenants",
+            cfg.Locate("auth.jwt.oidc"), multi));
+      }
+    }
+    ASSIGN_OR_RETURN(auto refresh,
+                     cfg.GetDuration("auth.jwt.oidc.refresh", std::chrono::hours(12)));
+    ASSIGN_OR_RETURN(auto kid_refresh,
+                     cfg.GetDuration("auth.jwt.oidc.unknown_kid_refresh", std::chrono::minutes(5)));
+    ASSIGN_OR_RETURN(auto timeout,
+                     cfg.GetDuration("auth.jwt.oidc.timeout", std::chrono::seconds(10)));
+    if (refresh < std::chrono::seconds(1)) {
+      return InvalidArgument(
+          fmt::format("{}: must be at least 1s", cfg.Locate("auth.jwt.oidc.refresh")));
+    }
+    if (timeout < std::chrono::milliseconds(1)) {
+      return InvalidArgument(
+          fmt::format("{}: must be at least 1ms", cfg.Locate("auth.jwt.oidc.timeout")));
+    }
+    oo.refresh = std::chrono::duration_cast<std::chrono::seconds>(refresh);
+    oo.unknown_kid_refresh = std::chrono::duration_cast<std::chrono::seconds>(kid_refresh);
+    oo.fetch_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    ASSIGN_OR_RETURN(std::string ca_file, cfg.GetString("auth.jwt.oidc.ca_file", ""));
+    if (!ca_file.empty()) oo.tls.ca_file = Resolve(gw->source, ca_file);
+    Result<std::shared_ptr<security::OidcKeySet>> ks = security::OidcKeySet::Create(oo);
+    if (!ks.ok()) {
+      return InvalidArgument(
+          fmt::format("{}: {}", cfg.Locate("auth.jwt.oidc"), ks.status().message()));
+    }
+    o.key_provider = *std::move(ks);
+  } else if (n == 0) {
+    return InvalidArgument(
+        fmt::format("{}: jwt needs at least one key (auth.jwt.keys) or an issuer (auth.jwt.oidc)",
+                    cfg.Locate("auth.jwt")));
   }
   for (size_t i = 0; i < n; ++i) {
     std::string k = fmt::format("auth.jwt.keys.{}", i);

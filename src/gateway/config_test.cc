@@ -101,6 +101,27 @@ TEST(GatewayConfig, ErrorsNameTheKey) {
       {"auth: {jwt: {keys: [{alg: none}]}}\n", "alg must be HS256, RS256 or ES256"},
       {"auth: {jwt: {keys: [{alg: HS256, secret_file: /nonexistent/secret}]}}\n",
        "cannot read '/nonexistent/secret'"},
+      {"auth: {jwt: {audience: x, oidc: {issuer: 'http://idp.example/t/v2.0'}}}\n",
+       "must be an https:// URL"},
+      {"auth: {jwt: {audience: x, oidc: {tenants: [t]}}}\n", "needs issuer"},
+      {"auth: {jwt: {oidc: {issuer: 'https://login.microsoftonline.com/t/v2.0'}}}\n",
+       "needs auth.jwt.audience"},
+      {"auth: {jwt: {audience: x, oidc: {issuer: "
+       "'https://login.microsoftonline.com/organizations/v2.0'}}}\n",
+       "list the allowed tenant ids under auth.jwt.oidc.tenants"},
+      {"auth: {jwt: {audience: x, oidc: {issuer: 'https://login.microsoftonline.com/t/v2.0', "
+       "refersh: 1h}}}\n",
+       "did you mean 'auth.jwt.oidc.refresh'"},
+      {"auth: {jwt: {audience: x, oidc: {issuer: 'https://login.microsoftonline.com/t/v2.0', "
+       "refresh: 0s}}}\n",
+       "auth.jwt.oidc.refresh'"},
+      {"auth: {jwt: {audience: x, oidc: {issuer: 'https://login.microsoftonline.com/t/v2.0'}, "
+       "keys: [{alg: HS256, secret_file: s}]}}\n",
+       "not both"},
+      {"auth: {jwt: {audience: x, role_map: {admin: []}, oidc: {issuer: "
+       "'https://login.microsoftonline.com/t/v2.0'}}}\n",
+       "grant role 'admin'"},
+      {"auth: {jwt: {audience: x}}\n", "or an issuer (auth.jwt.oidc)"},
       {"redis: {address: '127.0.0.1:6379', failure_mode: maybe}\n", "failure_mode"},
       {"redis: {address: '127.0.0.1:6379', password_file: /nonexistent/pw}\n",
        "cannot read '/nonexistent/pw'"},
@@ -113,6 +134,36 @@ TEST(GatewayConfig, ErrorsNameTheKey) {
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
         << c.yaml << " -> " << r.status().message();
   }
+}
+
+TEST(GatewayConfig, JwtOidcForm) {
+  auto r = Parse(
+      "auth:\n"
+      "  jwt:\n"
+      "    audience: [api://gantry, 7d3c0b1e-client-id]\n"
+      "    role_map: {admin: [Gantry.Admin], user: [user_impersonation, Gantry.User]}\n"
+      "    oidc:\n"
+      "      issuer: https://login.microsoftonline.com/organizations/v2.0\n"
+      "      tenants: [11111111-2222-3333-4444-555555555555]\n"
+      "      refresh: 6h\n"
+      "      unknown_kid_refresh: 1m\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->jwt.has_value());
+  EXPECT_NE(r->jwt->key_provider, nullptr);
+  EXPECT_TRUE(r->jwt->keys.empty());
+  EXPECT_EQ(r->jwt->tenants, std::vector<std::string>{"11111111-2222-3333-4444-555555555555"});
+  EXPECT_EQ(r->jwt->audiences.size(), 2u);
+  EXPECT_EQ(r->jwt->role_map.at("user"),
+            (std::vector<std::string>{"user_impersonation", "Gantry.User"}));
+  EXPECT_EQ(r->jwt->role_map.at("admin"), std::vector<std::string>{"Gantry.Admin"});
+  // Errors name the file, line and key.
+  auto bad = Parse(
+      "auth:\n  jwt:\n    audience: x\n    oidc:\n      issuer: https://x/t\n"
+      "      unknown_kid_refresh: soon\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gateway.yaml:6:"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("unknown_kid_refresh"), std::string::npos);
 }
 
 TEST(GatewayConfig, LineNumbersInErrors) {

@@ -104,6 +104,13 @@ Result<std::shared_ptr<const Runtime>> BuildRuntime(GatewayConfig config) {
   rt->policy = std::move(*policy);
   if (config.jwt) {
     ASSIGN_OR_RETURN(rt->jwt, security::JwtVerifier::Create(*config.jwt));
+    // Fetch OpenID Connect keys now rather than on the first request; an
+    // issuer that is down is no reason not to serve API keys (JWTs are
+    // refused until the keys arrive, and fetching is retried).
+    if (config.jwt->key_provider) {
+      auto keys = config.jwt->key_provider->Current();
+      if (!keys.ok()) log::warn("gateway: {}", keys.status().ToString());
+    }
   }
   rt->config = std::move(config);
   return std::shared_ptr<const Runtime>(std::move(rt));

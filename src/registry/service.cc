@@ -3,17 +3,36 @@
 
 #include "gantry/core/json.h"
 #include "gantry/core/log.h"
+#include "gantry/security/oidc.h"
 
 namespace gantry::registry {
 
 Status ValidateServiceOptions(const RegistryServiceOptions& o) {
   // Deny by default: without a credential source every request would be 401,
   // so refuse to start instead of serving a useless (or misconfigured) API.
-  if (o.keys_db.empty() && o.jwt_secret_file.empty() && o.jwt_public_key_file.empty()) {
+  bool oidc = !o.jwt_oidc_issuer.empty() || !o.jwt_oidc_discovery_url.empty();
+  if (o.keys_db.empty() && o.jwt_secret_file.empty() && o.jwt_public_key_file.empty() && !oidc) {
     return InvalidArgument(
         "no credentials configured: pass --keys-db PATH (API "
         "keys: `gantry gateway keys create --state PATH --name N --role reader|writer|admin`) "
-        "and/or --jwt-secret-file / --jwt-public-key");
+        "and/or --jwt-secret-file / --jwt-public-key / --jwt-oidc-issuer");
+  }
+  if (oidc && (!o.jwt_secret_file.empty() || !o.jwt_public_key_file.empty())) {
+    return InvalidArgument(
+        "--jwt-oidc-issuer takes the keys from the issuer: drop --jwt-secret-file / "
+        "--jwt-public-key");
+  }
+  if (oidc && o.jwt_audience.empty()) {
+    return InvalidArgument(
+        "--jwt-oidc-issuer needs --jwt-audience (the app's client id or api:// URI): the "
+        "issuer signs tokens for every app with the same keys");
+  }
+  for (const std::string& m : o.jwt_role_map) {
+    size_t eq = m.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == m.size()) {
+      return InvalidArgument("--jwt-role-map '" + m +
+                             "': expected ROLE=VALUE, e.g. writer=Gantry.Writer");
+    }
   }
   if (o.max_blob_bytes == 0) {
     return InvalidArgument("the largest blob upload must be at least 1 byte");
@@ -30,10 +49,24 @@ Result<std::unique_ptr<RegistryService>> RegistryService::Create(std::unique_ptr
     ASSIGN_OR_RETURN(svc->keys_, security::KeyStore::Open(o.keys_db));
     RETURN_IF_ERROR(svc->keys_->Snapshot().status());
   }
-  if (!o.jwt_secret_file.empty() || !o.jwt_public_key_file.empty()) {
+  bool oidc = !o.jwt_oidc_issuer.empty() || !o.jwt_oidc_discovery_url.empty();
+  if (!o.jwt_secret_file.empty() || !o.jwt_public_key_file.empty() || oidc) {
     security::JwtOptions jo;
     jo.issuer = o.jwt_issuer;
     if (!o.jwt_audience.empty()) jo.audiences.push_back(o.jwt_audience);
+    jo.tenants = o.jwt_tenants;
+    for (const std::string& m : o.jwt_role_map) {
+      size_t eq = m.find('=');
+      jo.role_map[m.substr(0, eq)].push_back(m.substr(eq + 1));
+    }
+    if (oidc) {
+      security::OidcOptions oo;
+      oo.issuer = o.jwt_oidc_issuer;
+      oo.discovery_url = o.jwt_oidc_discovery_url;
+      oo.refresh = o.jwt_oidc_refresh;
+      oo.unknown_kid_refresh = o.jwt_oidc_unknown_kid_refresh;
+      ASSIGN_OR_RETURN(jo.key_provider, security::OidcKeySet::Create(std::move(oo)));
+    }
     if (!o.jwt_secret_file.empty()) {
       ASSIGN_OR_RETURN(std::string secret, ReadFile(o.jwt_secret_file));
       while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();

@@ -4,15 +4,19 @@
 #include "gantry/registry/service.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "gantry/core/http_server.h"
 #include "gantry/core/service.h"
 #include "gantry/registry/remote_client.h"
 #include "gantry/security/jwt.h"
+#include "gantry/security/oidc.h"
 
 namespace gantry::registry {
 namespace {
@@ -122,6 +126,73 @@ TEST_F(RegistryServiceTest, RunsUnderTheServiceRunnerUntilStopped) {
   EXPECT_NE((*svc)->ReadyMessage().find("(MLflow-shaped /api/2.0/mlflow/..., blobs under "
                                         "/api/2.0/gantry/; API keys, deny by default) on port"),
             std::string::npos);
+}
+
+TEST_F(RegistryServiceTest, AcceptsTokensFromAnOpenIdConnectIssuer) {
+  // A local issuer: discovery document and JWKS for one P-256 key.
+  EVP_PKEY* pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
+  ASSERT_NE(pkey, nullptr);
+  std::string priv, pub;
+  for (bool is_priv : {true, false}) {
+    BIO* b = BIO_new(BIO_s_mem());
+    if (is_priv) {
+      PEM_write_bio_PrivateKey(b, pkey, nullptr, nullptr, 0, nullptr, nullptr);
+    } else {
+      PEM_write_bio_PUBKEY(b, pkey);
+    }
+    char* data = nullptr;
+    long n = BIO_get_mem_data(b, &data);
+    (is_priv ? priv : pub).assign(data, static_cast<size_t>(n));
+    BIO_free(b);
+  }
+  EVP_PKEY_free(pkey);
+  auto jwk = security::PublicKeyToJwk(pub, "k1");
+  ASSERT_TRUE(jwk.ok()) << jwk.status().ToString();
+  http::Server idp;
+  std::string issuer;
+  idp.Handle("/", [&](const http::ServerRequest& req, http::ServerResponse* resp) {
+    resp->content_type = "application/json";
+    resp->body = req.path == "/keys"
+                     ? Json{{"keys", {*jwk}}}.dump()
+                     : Json{{"issuer", issuer}, {"jwks_uri", issuer + "/keys"}}.dump();
+  });
+  ASSERT_TRUE(idp.Start({.listen = "127.0.0.1:0"}).ok());
+  issuer = "http://127.0.0.1:" + std::to_string(idp.port());
+
+  RegistryServiceOptions o{.listen = "127.0.0.1:0"};
+  o.jwt_oidc_issuer = issuer;
+  o.jwt_audience = "api://gantry-registry";
+  o.jwt_role_map = {"reader=Gantry.Read"};
+  auto svc = RegistryService::Create(Open(), o);
+  ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+  ASSERT_TRUE((*svc)->Start().ok());
+  std::string base = "http://127.0.0.1:" + std::to_string((*svc)->port());
+  auto sign = [&](const std::string& aud, const std::string& scp) {
+    auto t = security::SignJwt(
+        "ES256", priv, "k1",
+        Json{{"iss", issuer}, {"aud", aud}, {"sub", "ci"}, {"scp", scp}, {"exp", 4102444800}});
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : std::string();
+  };
+  RemoteClient good({.server = base, .credential = sign(o.jwt_audience, "Gantry.Read")});
+  auto models = good.ListModels();
+  EXPECT_TRUE(models.ok()) << models.status().ToString();
+  RemoteClient wrong_aud({.server = base, .credential = sign("api://other", "Gantry.Read")});
+  EXPECT_EQ(wrong_aud.ListModels().status().code(), StatusCode::kPermissionDenied);
+  RemoteClient no_role({.server = base, .credential = sign(o.jwt_audience, "openid")});
+  EXPECT_EQ(no_role.ListModels().status().code(), StatusCode::kPermissionDenied);
+  (*svc)->Stop(std::chrono::milliseconds(100));
+  idp.Stop();
+
+  RegistryServiceOptions both = o;
+  both.jwt_secret_file = (root_ / "jwt.secret").string();
+  EXPECT_EQ(ValidateServiceOptions(both).code(), StatusCode::kInvalidArgument);
+  RegistryServiceOptions no_aud = o;
+  no_aud.jwt_audience.clear();
+  EXPECT_NE(ValidateServiceOptions(no_aud).message().find("--jwt-audience"), std::string::npos);
+  RegistryServiceOptions bad_map = o;
+  bad_map.jwt_role_map = {"reader"};
+  EXPECT_NE(ValidateServiceOptions(bad_map).message().find("ROLE=VALUE"), std::string::npos);
 }
 
 }  // namespace

@@ -162,13 +162,112 @@ int64_t SatAdd(int64_t a, int64_t b) {
 
 }  // namespace
 
+struct JwtKeySet::Impl {
+  std::vector<ParsedKey> keys;
+};
+
+JwtKeySet::JwtKeySet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JwtKeySet::~JwtKeySet() = default;
+size_t JwtKeySet::size() const { return impl_->keys.size(); }
+bool JwtKeySet::HasKid(std::string_view kid) const {
+  for (const ParsedKey& k : impl_->keys) {
+    if (!k.kid.empty() && k.kid == kid) return true;
+  }
+  return false;
+}
+
+namespace {
+
+Result<ParsedKey> ParseKey(const JwtKey& k, size_t index) {
+  std::string where = "JWT key " + std::to_string(index + 1) + " (alg " + k.alg + ", kid '" +
+                      (k.kid.empty() ? std::string("*") : k.kid) + "')";
+  ParsedKey pk;
+  if (!ParseAlg(k.alg, &pk.alg)) {
+    return InvalidArgument(where + ": unsupported alg; use HS256, RS256 or ES256");
+  }
+  pk.kid = k.kid;
+  if (pk.alg == Alg::kHS256) {
+    if (k.secret.size() < 32) {
+      return InvalidArgument(where + ": HS256 secret is " + std::to_string(k.secret.size()) +
+                             " bytes; use at least 32 random bytes (RFC 7518 3.2)");
+    }
+    pk.secret = k.secret;
+    return pk;
+  }
+  auto key = internal::ReadPublicKeyPem(k.public_pem);
+  if (!key.ok()) return key.status().WithContext(where);
+  pk.pkey = std::move(key).value();
+  int id = EVP_PKEY_get_id(pk.pkey.get());
+  if (pk.alg == Alg::kRS256) {
+    if (id != EVP_PKEY_RSA) {
+      return InvalidArgument(where + ": public key is " + internal::KeyTypeName(pk.pkey.get()) +
+                             ", RS256 needs RSA");
+    }
+    if (EVP_PKEY_get_bits(pk.pkey.get()) < 2048) {
+      return InvalidArgument(where + ": RSA key has " +
+                             std::to_string(EVP_PKEY_get_bits(pk.pkey.get())) +
+                             " bits; use at least 2048");
+    }
+  } else if (id != EVP_PKEY_EC || !IsP256(pk.pkey.get())) {
+    return InvalidArgument(where + ": public key is not an EC P-256 key, ES256 needs one");
+  }
+  return pk;
+}
+
+// `pattern` with "{tenantid}" (if any) replaced by `tid`.
+std::string ExpandIssuer(std::string_view pattern, std::string_view tid, bool* templated) {
+  constexpr std::string_view kTenant = "{tenantid}";
+  size_t at = pattern.find(kTenant);
+  *templated = at != std::string_view::npos;
+  if (!*templated) return std::string(pattern);
+  std::string out(pattern.substr(0, at));
+  out += tid;
+  out += pattern.substr(at + kTenant.size());
+  return out;
+}
+
+void AddClaimValues(const Json& v, bool split_spaces, std::vector<std::string>* out) {
+  auto add = [&](const std::string& s) {
+    if (!split_spaces) {
+      if (!s.empty()) out->push_back(s);
+      return;
+    }
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t j = s.find(' ', i);
+      if (j == std::string::npos) j = s.size();
+      if (j > i) out->push_back(s.substr(i, j - i));
+      i = j + 1;
+    }
+  };
+  if (v.is_string()) {
+    add(v.get_ref<const std::string&>());
+  } else if (v.is_array()) {
+    for (const Json& r : v) {
+      if (r.is_string()) add(r.get_ref<const std::string&>());
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const JwtKeySet>> JwtKeySet::Create(const std::vector<JwtKey>& keys) {
+  auto impl = std::make_unique<Impl>();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSIGN_OR_RETURN(ParsedKey pk, ParseKey(keys[i], i));
+    impl->keys.push_back(std::move(pk));
+  }
+  return std::shared_ptr<const JwtKeySet>(new JwtKeySet(std::move(impl)));
+}
+
 struct JwtVerifier::Impl {
   JwtOptions options;
-  std::vector<ParsedKey> keys;
+  std::shared_ptr<const JwtKeySnapshot> static_keys;  // null with a key_provider
 
   struct Cached {
     JwtClaims claims;
     bool has_exp, has_nbf;
+    uint64_t generation;  // of the key snapshot that verified it
   };
   struct Hash {
     using is_transparent = void;
@@ -178,8 +277,8 @@ struct JwtVerifier::Impl {
   mutable std::unordered_map<std::string, Cached, Hash, std::equal_to<>> cache;  // by SHA-256
   mutable std::deque<std::string> cache_order;                                   // FIFO eviction
 
-  // Time checks are the only ones whose answer changes, so cached tokens
-  // repeat exactly these.
+  // Time checks are the only ones whose answer changes for a given key
+  // snapshot, so cached tokens repeat exactly these.
   Status CheckTimes(const JwtClaims& c, bool has_exp, bool has_nbf, int64_t now) const {
     if (!has_exp && options.require_exp) return Denied("missing_exp");
     if (has_exp && now >= SatAdd(c.exp, options.leeway_s)) return Denied("expired");
@@ -187,13 +286,85 @@ struct JwtVerifier::Impl {
     return Status::Ok();
   }
 
-  Result<Cached> VerifyUncached(std::string_view token, int64_t now) const;
+  Result<std::shared_ptr<const JwtKeySnapshot>> Keys() const {
+    if (static_keys) return static_keys;
+    Result<std::shared_ptr<const JwtKeySnapshot>> k = options.key_provider->Current();
+    if (!k.ok() || *k == nullptr || (*k)->keys == nullptr) return Denied("keys_unavailable");
+    return k;
+  }
+
+  Status CheckIssuerAndTenant(const Json& claims, const JwtKeySnapshot& keys,
+                              const std::string& issuer) const;
+  std::vector<std::string> Roles(const Json& claims) const;
+  Result<Cached> VerifyUncached(std::string_view token, int64_t now,
+                                std::shared_ptr<const JwtKeySnapshot> keys) const;
   // `key` is the SHA-256 of the token.
   void Remember(std::string_view key, const Cached& c, int64_t now) const;
 };
 
-Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_view token,
-                                                                    int64_t now) const {
+Status JwtVerifier::Impl::CheckIssuerAndTenant(const Json& claims, const JwtKeySnapshot& keys,
+                                               const std::string& issuer) const {
+  std::string tid;
+  bool has_tid = false;
+  if (auto it = claims.find("tid"); it != claims.end()) {
+    if (!it->is_string()) return Denied("malformed");
+    tid = it->get<std::string>();
+    has_tid = !tid.empty();
+  }
+  auto tenant_allowed = [&] {
+    if (!has_tid) return false;
+    for (const std::string& t : options.tenants) {
+      if (t == tid) return true;
+    }
+    return false;
+  };
+  if (!options.tenants.empty() && !tenant_allowed()) return Denied("tenant_not_allowed");
+
+  std::vector<const std::string*> patterns;
+  if (!options.issuer.empty()) patterns.push_back(&options.issuer);
+  for (const std::string& i : options.issuers) patterns.push_back(&i);
+  for (const std::string& i : keys.issuers) patterns.push_back(&i);
+  if (patterns.empty()) return Status::Ok();
+  bool templated_match_without_tenants = false;
+  for (const std::string* p : patterns) {
+    bool templated = false;
+    std::string want = ExpandIssuer(*p, tid, &templated);
+    if (templated && !has_tid) continue;
+    if (want != issuer) continue;
+    // Any tenant can sign in to a multi-tenant app: a templated issuer needs
+    // the allow-list (checked above), or it accepts nobody.
+    if (templated && options.tenants.empty()) {
+      templated_match_without_tenants = true;
+      continue;
+    }
+    return Status::Ok();
+  }
+  return Denied(templated_match_without_tenants ? "tenant_not_allowed" : "issuer_mismatch");
+}
+
+std::vector<std::string> JwtVerifier::Impl::Roles(const Json& claims) const {
+  std::vector<std::string> values;
+  if (auto it = claims.find(options.role_claim); it != claims.end()) {
+    AddClaimValues(*it, false, &values);
+  }
+  if (options.role_map.empty()) return values;
+  if (options.role_claim != "roles") {
+    if (auto it = claims.find("roles"); it != claims.end()) AddClaimValues(*it, false, &values);
+  }
+  if (auto it = claims.find("scp"); it != claims.end()) AddClaimValues(*it, true, &values);
+  std::vector<std::string> roles;
+  for (const auto& [role, grants] : options.role_map) {
+    bool granted = false;
+    for (const std::string& g : grants) {
+      for (const std::string& v : values) granted = granted || v == g;
+    }
+    if (granted) roles.push_back(role);
+  }
+  return roles;
+}
+
+Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(
+    std::string_view token, int64_t now, std::shared_ptr<const JwtKeySnapshot> snapshot) const {
   if (token.size() > kMaxTokenBytes) return Denied("malformed");
   size_t d1 = token.find('.');
   if (d1 == std::string_view::npos) return Denied("malformed");
@@ -220,19 +391,34 @@ Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_
 
   // Candidate keys by kid; the algorithm comes from the key, and a token whose
   // alg differs from every candidate's is refused (no algorithm confusion).
-  bool any_kid_match = false;
   std::string_view signing_input = token.substr(0, d2);
+  auto any_kid_match = [&](const JwtKeySet& set) {
+    for (const ParsedKey& k : set.impl().keys) {
+      if (kid.empty() || k.kid.empty() || k.kid == kid) return true;
+    }
+    return false;
+  };
+  if (!any_kid_match(*snapshot->keys)) {
+    // Keys rotate: a kid we have not seen may have been published since the
+    // last fetch. The provider rate-limits these refreshes.
+    if (!options.key_provider || kid.empty()) return Denied("unknown_kid");
+    auto fresh = options.key_provider->RefreshForKid(kid);
+    if (!fresh.ok() || *fresh == nullptr || (*fresh)->keys == nullptr ||
+        !any_kid_match(*(*fresh)->keys)) {
+      return Denied("unknown_kid");
+    }
+    snapshot = *std::move(fresh);
+  }
+  const std::vector<ParsedKey>& keys = snapshot->keys->impl().keys;
   bool verified = false;
   for (const ParsedKey& k : keys) {
     if (!kid.empty() && !k.kid.empty() && k.kid != kid) continue;
-    any_kid_match = true;
     if (k.alg != alg) continue;
     if (VerifyWith(k, signing_input, *sig)) {
       verified = true;
       break;
     }
   }
-  if (!any_kid_match) return Denied("unknown_kid");
   if (!verified) {
     bool alg_matched = false;
     for (const ParsedKey& k : keys) {
@@ -247,6 +433,7 @@ Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_
   if (claims.is_discarded() || !claims.is_object()) return Denied("malformed");
 
   Cached out;
+  out.generation = snapshot->generation;
   bool has_iat;
   if (!ReadTime(claims, "exp", &out.claims.exp, &out.has_exp) ||
       !ReadTime(claims, "nbf", &out.claims.nbf, &out.has_nbf) ||
@@ -259,9 +446,7 @@ Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_
     if (!it->is_string()) return Denied("malformed");
     out.claims.issuer = it->get<std::string>();
   }
-  if (!options.issuer.empty() && out.claims.issuer != options.issuer) {
-    return Denied("issuer_mismatch");
-  }
+  RETURN_IF_ERROR(CheckIssuerAndTenant(claims, *snapshot, out.claims.issuer));
   if (!options.audiences.empty()) {
     std::vector<std::string> aud;
     if (auto it = claims.find("aud"); it != claims.end()) {
@@ -285,18 +470,7 @@ Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_
     if (!it->is_string()) return Denied("malformed");
     out.claims.subject = it->get<std::string>();
   }
-  if (auto it = claims.find(options.role_claim); it != claims.end()) {
-    if (it->is_string()) {
-      if (!it->get_ref<const std::string&>().empty())
-        out.claims.roles.push_back(it->get<std::string>());
-    } else if (it->is_array()) {
-      for (const Json& r : *it) {
-        if (r.is_string() && !r.get_ref<const std::string&>().empty()) {
-          out.claims.roles.push_back(r.get<std::string>());
-        }
-      }
-    }
-  }
+  out.claims.roles = Roles(claims);
   if (out.claims.roles.empty()) return Denied("no_role");
   return out;
 }
@@ -304,7 +478,10 @@ Result<JwtVerifier::Impl::Cached> JwtVerifier::Impl::VerifyUncached(std::string_
 void JwtVerifier::Impl::Remember(std::string_view key, const Cached& c, int64_t now) const {
   if (options.cache_size == 0) return;
   std::lock_guard<std::mutex> lock(cache_mu);
-  if (cache.find(key) != cache.end()) return;
+  if (auto it = cache.find(key); it != cache.end()) {
+    it->second = c;  // re-verified under a newer key snapshot
+    return;
+  }
   while (cache.size() >= options.cache_size && !cache_order.empty()) {
     cache.erase(cache_order.front());
     cache_order.pop_front();
@@ -329,52 +506,33 @@ JwtVerifier::~JwtVerifier() = default;
 
 Result<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(JwtOptions options) {
   auto impl = std::make_unique<Impl>();
-  if (options.keys.empty()) {
+  if (options.key_provider && !options.keys.empty()) {
+    return InvalidArgument(
+        "JWT verification takes either static keys (auth.jwt.keys) or a key provider (OpenID "
+        "Connect), not both");
+  }
+  if (!options.key_provider && options.keys.empty()) {
     return InvalidArgument("JWT verification needs at least one key under auth.jwt.keys");
   }
   if (options.leeway_s < 0) return InvalidArgument("JWT leeway is negative");
   if (options.role_claim.empty()) return InvalidArgument("JWT role_claim is empty");
-  for (size_t i = 0; i < options.keys.size(); ++i) {
-    const JwtKey& k = options.keys[i];
-    std::string where = "JWT key " + std::to_string(i + 1) + " (alg " + k.alg + ", kid '" +
-                        (k.kid.empty() ? std::string("*") : k.kid) + "')";
-    ParsedKey pk;
-    if (!ParseAlg(k.alg, &pk.alg)) {
-      return InvalidArgument(where + ": unsupported alg; use HS256, RS256 or ES256");
+  for (const auto& [role, grants] : options.role_map) {
+    if (role.empty() || grants.empty()) {
+      return InvalidArgument("JWT role_map: role '" + role +
+                             "' needs a non-empty name and at least one claim value");
     }
-    pk.kid = k.kid;
-    if (pk.alg == Alg::kHS256) {
-      if (k.secret.size() < 32) {
-        return InvalidArgument(where + ": HS256 secret is " + std::to_string(k.secret.size()) +
-                               " bytes; use at least 32 random bytes (RFC 7518 3.2)");
-      }
-      pk.secret = k.secret;
-    } else {
-      auto key = internal::ReadPublicKeyPem(k.public_pem);
-      if (!key.ok()) return key.status().WithContext(where);
-      pk.pkey = std::move(key).value();
-      int id = EVP_PKEY_get_id(pk.pkey.get());
-      if (pk.alg == Alg::kRS256) {
-        if (id != EVP_PKEY_RSA) {
-          return InvalidArgument(where + ": public key is " + internal::KeyTypeName(pk.pkey.get()) +
-                                 ", RS256 needs RSA");
-        }
-        if (EVP_PKEY_get_bits(pk.pkey.get()) < 2048) {
-          return InvalidArgument(where + ": RSA key has " +
-                                 std::to_string(EVP_PKEY_get_bits(pk.pkey.get())) +
-                                 " bits; use at least 2048");
-        }
-      } else if (id != EVP_PKEY_EC || !IsP256(pk.pkey.get())) {
-        return InvalidArgument(where + ": public key is not an EC P-256 key, ES256 needs one");
-      }
-    }
-    impl->keys.push_back(std::move(pk));
+  }
+  if (!options.key_provider) {
+    auto snap = std::make_shared<JwtKeySnapshot>();
+    ASSIGN_OR_RETURN(snap->keys, JwtKeySet::Create(options.keys));
+    impl->static_keys = std::move(snap);
   }
   impl->options = std::move(options);
   return std::unique_ptr<JwtVerifier>(new JwtVerifier(std::move(impl)));
 }
 
 Result<JwtClaims> JwtVerifier::Verify(std::string_view token, int64_t now_unix) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const JwtKeySnapshot> keys, impl_->Keys());
   // The cache is keyed by the SHA-256 of the exact token bytes: bounded memory
   // per entry however long tokens are, and a hit means the same signed bytes.
   std::string cache_key;
@@ -383,14 +541,16 @@ Result<JwtClaims> JwtVerifier::Verify(std::string_view token, int64_t now_unix) 
     cache_key.assign(reinterpret_cast<const char*>(digest.data()), digest.size());
     std::unique_lock<std::mutex> lock(impl_->cache_mu);
     auto it = impl_->cache.find(cache_key);
-    if (it != impl_->cache.end()) {
+    // A hit from an older key snapshot is verified again: the key that signed
+    // it may have been withdrawn.
+    if (it != impl_->cache.end() && it->second.generation == keys->generation) {
       Impl::Cached c = it->second;
       lock.unlock();
       RETURN_IF_ERROR(impl_->CheckTimes(c.claims, c.has_exp, c.has_nbf, now_unix));
       return std::move(c.claims);
     }
   }
-  ASSIGN_OR_RETURN(Impl::Cached c, impl_->VerifyUncached(token, now_unix));
+  ASSIGN_OR_RETURN(Impl::Cached c, impl_->VerifyUncached(token, now_unix, std::move(keys)));
   if (!cache_key.empty()) impl_->Remember(cache_key, c, now_unix);
   return std::move(c.claims);
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gantry/core/http_server.h"
 #include "gantry/core/service.h"
@@ -36,6 +37,18 @@ struct RegistryServiceOptions {
   std::string jwt_public_key_file{};
   std::string jwt_issuer{};    // required 'iss' when set
   std::string jwt_audience{};  // required 'aud' when set
+  // OpenID Connect JWTs (e.g. Entra ID): RS256/ES256 keys from the issuer's
+  // discovery document and JWKS, refetched every jwt_oidc_refresh and on an
+  // unknown kid (at most once per jwt_oidc_unknown_kid_refresh); see
+  // security/oidc.h. Needs jwt_audience. Exclusive with the two key files.
+  std::string jwt_oidc_issuer{};
+  std::string jwt_oidc_discovery_url{};    // default: <issuer>/.well-known/openid-configuration
+  std::vector<std::string> jwt_tenants{};  // allowed 'tid' (required for common/organizations)
+  // "ROLE=VALUE": a token whose app roles ('roles'), scopes ('scp') or 'role'
+  // claim hold VALUE gets ROLE (reader|writer|admin). Empty: the 'role' claim.
+  std::vector<std::string> jwt_role_map{};
+  std::chrono::seconds jwt_oidc_refresh{std::chrono::hours(12)};
+  std::chrono::seconds jwt_oidc_unknown_kid_refresh{std::chrono::minutes(5)};
   // Largest blob upload (413 before any byte of a larger one is read).
   uint64_t max_blob_bytes = 256ull << 20;
   std::string spool_dir{};  // uploads in flight and downloads (empty: $TMPDIR)
