@@ -943,9 +943,13 @@ class AzureBlobStore : public ObjectStore {
         last = curl_easy_strerror(rc);
       }
       if (attempt >= rp.max_attempts) {
-        return Unavailable(r.op + " " + (r.blob.empty() ? url_ : Where(BlobKey(r.blob))) +
-                           ": gave up after " + std::to_string(attempt) +
-                           " attempts; last: " + last);
+        return Unavailable(
+            r.op + " " + (r.blob.empty() ? url_ : Where(BlobKey(r.blob))) + ": gave up after " +
+            std::to_string(attempt) + " attempts; last: " + last +
+            (token_failed ? "; without an account key or SAS the store uses Entra ID: off "
+                            "Azure set AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or "
+                            "AZURE_STORAGE_CONNECTION_STRING, or another credential"
+                          : ""));
       }
       std::chrono::milliseconds wait = BackoffDelay(rp, attempt, retry_after, rng());
       log::debug("storage: {} {} failed ({}), attempt {}/{}, retrying in {} ms", r.op, url_, last,

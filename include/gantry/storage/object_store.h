@@ -101,6 +101,14 @@ enum class BlobAuth {
 // The audience of Blob bearer tokens.
 inline constexpr const char* kStorageResource = "https://storage.azure.com";
 
+// The default identity (security::AzureCredentialOptions' default kind) asking
+// for kStorageResource.
+inline security::AzureCredentialOptions StorageCredential() {
+  security::AzureCredentialOptions o;
+  o.resource = kStorageResource;
+  return o;
+}
+
 struct StoreOptions {
   // For connection-string URLs: the container and an optional key prefix.
   std::string container;
@@ -115,7 +123,7 @@ struct StoreOptions {
   // audience (an empty resource means kStorageResource). Account keys are local auth:
   // `gantry doctor` flags them; prefer a managed identity with a Storage Blob Data role.
   BlobAuth auth = BlobAuth::kAuto;
-  security::AzureCredentialOptions credential = {.resource = kStorageResource};
+  security::AzureCredentialOptions credential = StorageCredential();
   std::shared_ptr<security::TokenSource> token_source;
   // PEM bundle that https endpoints are verified against (e.g. Azurite's test
   // certificate); empty: $GANTRY_CA_FILE, else $SSL_CERT_FILE, else the system store.
