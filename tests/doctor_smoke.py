@@ -46,7 +46,7 @@ def main():
             check(report["report"] == "gantry.doctor" and report["version"] == 1, "bad header", proc)
             verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
             check(set(verdicts) == {"vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "assess",
-                                    "gemm", "all_reduce", "advice", "health"},
+                                    "gemm", "all_reduce", "advice", "health", "storage"},
                   "unexpected checks %s" % sorted(verdicts), proc)
             advice = {c["name"]: c for c in report["checks"]}["advice"]
             check(advice["verdict"] == "ok" and

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -269,6 +270,35 @@ void GatherConfigs(const NodeOptions& o, Facts* f) {
   yaml_present(ConfigPath(o.root_dir, o.backup_config, "/etc/gantry/backup.yaml"), "backup", false);
 }
 
+bool HasAccountKey(std::string_view value) {
+  std::string l = AsciiLower(value);
+  return l.find("accountkey=") != std::string::npos &&
+         l.find("usedevelopmentstorage=true") == std::string::npos;
+}
+
+// One "NAME=value" (or "export NAME=value", quotes allowed) naming a key.
+std::optional<std::string> KeyVariable(std::string_view entry) {
+  std::string_view e = TrimSpace(entry);
+  if (e.starts_with("export ")) e = TrimSpace(e.substr(7));
+  size_t eq = e.find('=');
+  if (eq == std::string_view::npos) return std::nullopt;
+  std::string name(TrimSpace(e.substr(0, eq)));
+  std::string_view value = TrimSpace(e.substr(eq + 1));
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'')) {
+    value = value.substr(1, value.size() - 2);
+  }
+  if (value.empty()) return std::nullopt;
+  if (name == "AZURE_STORAGE_KEY") return name;
+  if (name == "AZURE_STORAGE_CONNECTION_STRING" && HasAccountKey(value)) return name;
+  return std::nullopt;
+}
+
+void GatherStorage(const NodeOptions& o, Facts* f) {
+  Json keys = Json::array();
+  for (const std::string& k : FindStorageAccountKeys(o)) keys.push_back(k);
+  f->Set("storage.accountKeys", keys);
+}
+
 void GatherHealth(const NodeOptions& o, const std::optional<ImdsInfo>& vm, health::Nvml* nvml,
                   Facts* f) {
   bool known = true;
@@ -330,6 +360,66 @@ std::string Hostname(const std::string& root) {
 
 }  // namespace
 
+std::vector<std::string> FindStorageAccountKeys(const NodeOptions& o) {
+  std::vector<std::string> found;
+  std::vector<std::string> env;
+  if (o.environment) {
+    env = *o.environment;
+  } else {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  }
+  for (const std::string& e : env) {
+    if (auto name = KeyVariable(e)) found.push_back("$" + *name);
+  }
+  std::sort(found.begin(), found.end());
+  {
+    std::ifstream in(Under(o.root_dir, "/etc/environment"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (auto name = KeyVariable(line)) found.push_back("/etc/environment: " + *name);
+    }
+  }
+  // The Gantry configs are YAML; a line scan finds "key: value" at any depth
+  // without loading them (a config that does not load is still a leaked key).
+  struct Cfg {
+    std::string given;
+    std::string_view default_path;
+  };
+  for (const Cfg& c :
+       {Cfg{o.agent_config, "/etc/gantry/agent.yaml"}, Cfg{o.ckpt_config, "/etc/gantry/ckpt.yaml"},
+        Cfg{o.backup_config, "/etc/gantry/backup.yaml"}}) {
+    const std::string path = ConfigPath(o.root_dir, c.given, c.default_path);
+    const std::string shown = c.given.empty() ? std::string(c.default_path) : c.given;
+    std::ifstream in(path);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::string_view l = TrimSpace(line);
+      if (l.starts_with("#")) continue;
+      if (l.starts_with("- ")) l = TrimSpace(l.substr(2));
+      size_t colon = l.find(':');
+      std::string key(colon == std::string_view::npos ? "" : TrimSpace(l.substr(0, colon)));
+      std::string_view value = colon == std::string_view::npos ? l : TrimSpace(l.substr(colon + 1));
+      // Only a plain YAML key is named: a colon inside a value ("https://") must
+      // never echo the text before it, which may hold the key.
+      if (!std::all_of(key.begin(), key.end(), [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
+                   ch == '.';
+          })) {
+        key.clear();
+        value = l;
+      }
+      std::string lkey = AsciiLower(key);
+      bool named = (lkey == "account_key" || lkey == "accountkey" || lkey == "storage_key" ||
+                    lkey == "azure_storage_key") &&
+                   !value.empty();
+      if (named || HasAccountKey(value)) {
+        found.push_back(fmt::format("{}:{} {}", shown, n, key.empty() ? "(a value)" : key));
+      }
+    }
+  }
+  return found;
+}
+
 Result<Resource> GatherNode(const NodeOptions& options, const Imds& imds) {
   if (options.apt_timeout_s < 1) {
     return InvalidArgument(fmt::format("apt_timeout_s: {} is not a positive number of seconds",
@@ -381,6 +471,7 @@ Result<Resource> GatherNode(const NodeOptions& options, const Imds& imds) {
   }
   GatherGpus(options.root_dir, nvml.get(), nvml_error, pci_gpus, pci_readable, &f);
   GatherConfigs(options, &f);
+  GatherStorage(options, &f);
   if (options.run_health) {
     GatherHealth(options, vm_info, nvml.get(), &f);
   } else {

@@ -57,6 +57,7 @@ NodeOptions Opts(const FakeRoot& root) {
   o.root_dir = root.path();
   o.run_health = false;
   o.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  o.environment = std::vector<std::string>{};  // not the test runner's
   return o;
 }
 
@@ -332,6 +333,58 @@ TEST(NodeTest, TheNodeRulesJudgeTheGatheredFacts) {
   for (const Finding& f : a->findings) node_rules += f.rule->id.starts_with("GANTRY-NODE-");
   EXPECT_GE(node_rules, 3);
   EXPECT_TRUE(a->Failed(Severity::kLow));
+}
+
+TEST(NodeTest, StorageAccountKeysAreFoundAndNamedWithoutTheirValues) {
+  FakeRoot root;
+  const std::string key = "c2VjcmV0LWtleS12YWx1ZS10aGF0LW11c3Qtbm90LWxlYWs=";
+  root.Write("/etc/environment", "PATH=/usr/bin\nAZURE_STORAGE_KEY=\"" + key + "\"\n");
+  root.Write("/etc/gantry/backup.yaml",
+             "# AccountKey= in a comment is no key\nrepo: \"DefaultEndpointsProtocol=https;"
+             "AccountName=a;AccountKey=" +
+                 key + "\"\n");
+  root.Write("/etc/gantry/ckpt.yaml", "persist:\n  account_key: " + key +
+                                          "\n  targets:\n    - \"AccountName=b;AccountKey=" + key +
+                                          ";BlobEndpoint=https://b\"\n");
+  NodeOptions o = Opts(root);
+  o.environment = std::vector<std::string>{
+      "HOME=/root", "AZURE_STORAGE_CONNECTION_STRING=AccountName=a;AccountKey=" + key,
+      "AZURE_STORAGE_SAS_TOKEN=sv=1&sig=2"};
+  std::vector<std::string> found = FindStorageAccountKeys(o);
+  EXPECT_THAT(found, ::testing::ElementsAre(
+                         "$AZURE_STORAGE_CONNECTION_STRING", "/etc/environment: AZURE_STORAGE_KEY",
+                         "/etc/gantry/ckpt.yaml:2 account_key", "/etc/gantry/ckpt.yaml:4 (a value)",
+                         "/etc/gantry/backup.yaml:2 repo"));
+  for (const std::string& f : found) EXPECT_EQ(f.find(key.substr(0, 12)), std::string::npos) << f;
+
+  auto n = GatherNode(o, FakeImds(Vm()));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_NE(n->Get("properties.storage.accountKeys"), nullptr);
+  EXPECT_EQ(n->Get("properties.storage.accountKeys")->size(), 5u);
+  auto a = Assess({*n}, BuiltinRules(), {});
+  ASSERT_TRUE(a.ok());
+  bool flagged = false;
+  for (const Finding& f : a->findings) {
+    if (f.rule->id != "GANTRY-NODE-011") continue;
+    flagged = f.verdict.outcome == Outcome::kFail;
+    EXPECT_THAT(f.verdict.message, HasSubstr("local auth"));
+    EXPECT_THAT(f.verdict.message, HasSubstr("/etc/environment: AZURE_STORAGE_KEY"));
+    EXPECT_THAT(f.verdict.message, HasSubstr("managed identity"));
+    EXPECT_THAT(f.verdict.message, HasSubstr("Storage Blob Data Contributor"));
+    EXPECT_THAT(f.verdict.message, HasSubstr("disable shared key access"));
+  }
+  EXPECT_TRUE(flagged);
+
+  // Azurite's development connection string and an empty key are not account keys.
+  FakeRoot clean;
+  NodeOptions c = Opts(clean);
+  c.environment = std::vector<std::string>{
+      "AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true;AccountKey=x",
+      "AZURE_STORAGE_KEY="};
+  EXPECT_TRUE(FindStorageAccountKeys(c).empty());
+  auto cn = GatherNode(c, FakeImds(Vm()));
+  ASSERT_TRUE(cn.ok());
+  EXPECT_TRUE(cn->Get("properties.storage.accountKeys")->empty());
 }
 
 }  // namespace

@@ -172,6 +172,24 @@ Verdict BackupConfigured(const Resource& n, const RuleContext&) {
                   "checkpoints and results to durable storage");
 }
 
+Verdict StorageAccountKeys(const Resource& n, const RuleContext&) {
+  Prop p = Read(n, "properties.storage.accountKeys");
+  if (p.absent() || p.unknown) return NotRead(p);
+  if (!p.value->is_array())
+    return Verdict::Unknown(fmt::format("{} is not a list", p.path), p.path);
+  if (p.value->empty()) return Verdict::Pass();
+  std::vector<std::string> where;
+  for (const Json& w : *p.value) where.push_back(w.is_string() ? w.get<std::string>() : w.dump());
+  return Verdict::Fail(
+      fmt::format("{} is [{}]: storage account keys (local auth: SharedKey). Give the node a "
+                  "managed identity with the 'Storage Blob Data Contributor' role (or 'Storage "
+                  "Blob Data Reader' where it only reads) on the account, remove the keys (Gantry "
+                  "then uses Entra ID tokens), and disable shared key access on the account "
+                  "(allowSharedKeyAccess: false)",
+                  p.path, Join(where, ", ")),
+      p.path);
+}
+
 }  // namespace
 
 std::vector<Rule> NodeRules() {
@@ -342,6 +360,25 @@ std::vector<Rule> NodeRules() {
           .references = {},
           .help_uri = "https://learn.microsoft.com/azure/backup/backup-overview",
           .check = BackupConfigured,
+      },
+      {
+          .id = "GANTRY-NODE-011",
+          .title = "Reach storage with Entra ID, not account keys",
+          .pillar = Pillar::kSecurity,
+          .severity = Severity::kMedium,
+          .types = node,
+          .condition = "properties.storage.accountKeys is empty (no storage account key in the "
+                       "environment, /etc/environment or the Gantry configs).",
+          .rationale = "WAF security and azure-docs (prevent Shared Key authorization): an "
+                       "account key grants full access to every container, cannot be scoped or "
+                       "attributed, and outlives the node; a managed identity with a Storage "
+                       "Blob Data role is scoped, audited and has nothing to leak.",
+          .fix_arm = "",
+          .fix_terraform = "",
+          .references = {},
+          .help_uri = "https://learn.microsoft.com/azure/storage/common/"
+                      "shared-key-authorization-prevent",
+          .check = StorageAccountKeys,
       },
   };
 }

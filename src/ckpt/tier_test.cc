@@ -381,6 +381,8 @@ TEST_F(TierTest, UnreachableStoreStillLoadsLocally) {
   Options o = Opts();
   o.persist_store = nullptr;
   o.persist = "az://acct/ckpts";  // no credentials in the test environment
+  // Without a key or SAS the store would use Entra ID (the VM's identity); keys only here.
+  o.store.auth = storage::BlobAuth::kKeyOrSas;
   ::unsetenv("AZURE_STORAGE_CONNECTION_STRING");
   ::unsetenv("AZURE_STORAGE_KEY");
   ::unsetenv("AZURE_STORAGE_SAS_TOKEN");

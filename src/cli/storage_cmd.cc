@@ -256,8 +256,11 @@ void RegisterStorage(CLI::App& app, Action* action) {
   storage->footer(
       "Object URLs: az://account/container/key, file:///dir/file or /dir/file.\n"
       "Credentials for az://: AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or\n"
-      "AZURE_STORAGE_SAS_TOKEN; AZURE_STORAGE_BLOB_ENDPOINT overrides the endpoint\n"
-      "(e.g. http://127.0.0.1:10000/devstoreaccount1 for Azurite). See docs/storage.md.\n"
+      "AZURE_STORAGE_SAS_TOKEN; without them, Entra ID tokens from the VM's managed identity\n"
+      "(role Storage Blob Data Contributor/Reader; GANTRY_STORAGE_AUTH=entra-id|key forces\n"
+      "or forbids it). AZURE_STORAGE_BLOB_ENDPOINT overrides the endpoint (e.g.\n"
+      "http://127.0.0.1:10000/devstoreaccount1 for Azurite); GANTRY_CA_FILE adds a CA for\n"
+      "https endpoints. See docs/storage.md.\n"
       "Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.");
   auto common = [&](CLI::App* c) {
     AddCommonFlags(c, &flags->common);

@@ -559,6 +559,20 @@ Check CheckNodeAssessment(const Result<assess::Assessment>& a) {
   return c;
 }
 
+Check CheckStorageAuth(const std::vector<std::string>& account_keys) {
+  if (account_keys.empty()) {
+    return {"storage", Verdict::kOk, "no storage account keys",
+            "Blob stores use Entra ID (managed identity) unless a key or SAS is configured"};
+  }
+  return {"storage", Verdict::kWarn,
+          fmt::format("local auth: account key in {}", Join(account_keys, ", ")),
+          "storage account keys (SharedKey) grant full access to the account and cannot be "
+          "scoped or attributed: give the VM a managed identity with the 'Storage Blob Data "
+          "Contributor' role (or 'Storage Blob Data Reader' where it only reads), remove the "
+          "keys (Gantry then uses Entra ID tokens), and disable shared key access on the account "
+          "(az storage account update --allow-shared-key-access false)"};
+}
+
 Verdict Overall(const std::vector<Check>& checks) {
   Verdict worst = Verdict::kOk;
   for (const Check& c : checks) {
@@ -687,6 +701,10 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
   Check assess_check{"assess", Verdict::kSkip, "not run", "node assessment turned off"};
   if (options.run_assess) assess_check = RunAssessCheck(options, vm, health_check);
 
+  assess::NodeOptions storage_node;
+  storage_node.root_dir = root;
+  Check storage_check = CheckStorageAuth(assess::FindStorageAccountKeys(storage_node));
+
   report.checks = {CheckVm(vm),
                    CheckCpu(cpu),
                    CheckMemory(memory),
@@ -698,7 +716,8 @@ Result<DoctorReport> RunDoctor(const DoctorOptions& options, const Imds& imds, c
                    bench_check,
                    advice_check,
                    health_check,
-                   assess_check};
+                   assess_check,
+                   storage_check};
   report.overall = Overall(report.checks);
   report.elapsed_s = std::chrono::duration<double>(clock.Now() - start).count();
   return report;

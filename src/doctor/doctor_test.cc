@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include "testing/fake_root.h"
 
@@ -210,6 +211,8 @@ TEST(CheckCpuTest, ValueOrFail) {
 }
 
 TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
+  ::unsetenv("AZURE_STORAGE_KEY");  // the storage check reads the environment too
+  ::unsetenv("AZURE_STORAGE_CONNECTION_STRING");
   FakeRoot root;
   WriteMachine(root);
   FakeImds imds(H100Vm());
@@ -220,7 +223,8 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   std::vector<std::string> names;
   for (const Check& c : report->checks) names.push_back(c.name);
   EXPECT_THAT(names, ElementsAre("vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm",
-                                 "all_reduce", "advice", "health", "assess"));
+                                 "all_reduce", "advice", "health", "assess", "storage"));
+  EXPECT_EQ(Find(*report, "storage").verdict, Verdict::kOk);
   EXPECT_EQ(Find(*report, "health").verdict, Verdict::kSkip);
   // The fake root has no agent, ckpt or backup config: the node assessment says so.
   EXPECT_NE(Find(*report, "assess").verdict, Verdict::kSkip);
@@ -244,6 +248,44 @@ TEST(RunDoctorTest, FakeMachineOnAnH100VmWithoutGpusFails) {
   EXPECT_THAT(text, HasSubstr("check       verdict"));
   // The assess check warns: the fake root has no agent, ckpt or backup config.
   EXPECT_THAT(text, HasSubstr("verdict: FAIL (1 warning, 1 failure)"));
+}
+
+TEST(CheckStorageAuthTest, AccountKeysAreLocalAuthWarnings) {
+  Check ok = CheckStorageAuth({});
+  EXPECT_EQ(ok.name, "storage");
+  EXPECT_EQ(ok.verdict, Verdict::kOk);
+  Check warn = CheckStorageAuth({"$AZURE_STORAGE_KEY", "/etc/gantry/backup.yaml:2 repo"});
+  EXPECT_EQ(warn.verdict, Verdict::kWarn);
+  EXPECT_EQ(warn.value,
+            "local auth: account key in $AZURE_STORAGE_KEY, /etc/gantry/backup.yaml:2 repo");
+  EXPECT_THAT(warn.detail, HasSubstr("managed identity"));
+  EXPECT_THAT(warn.detail, HasSubstr("Storage Blob Data Contributor"));
+  EXPECT_THAT(warn.detail, HasSubstr("disable shared key access"));
+}
+
+TEST(RunDoctorTest, AccountKeyInTheEnvironmentWarnsNamingTheVariable) {
+  ::unsetenv("AZURE_STORAGE_KEY");
+  ::setenv("AZURE_STORAGE_CONNECTION_STRING",
+           "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=c2VjcmV0", 1);
+  FakeRoot root;
+  WriteMachine(root);
+  root.Write("/etc/environment", "AZURE_STORAGE_KEY=c2VjcmV0\n");
+  FakeImds imds(H100Vm());
+  FakeClock clock;
+  DoctorOptions o = QuickOptions(root);
+  o.memcpy_bytes = 0;
+  o.run_assess = false;
+  auto report = RunDoctor(o, imds, clock);
+  ::unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Check& c = Find(*report, "storage");
+  EXPECT_EQ(c.verdict, Verdict::kWarn);
+  EXPECT_EQ(c.value,
+            "local auth: account key in $AZURE_STORAGE_CONNECTION_STRING, /etc/environment: "
+            "AZURE_STORAGE_KEY");
+  EXPECT_THAT(report->RenderText(), HasSubstr("local auth: account key in"));
+  EXPECT_EQ(report->RenderText().find("c2VjcmV0"), std::string::npos) << "the key leaked";
+  EXPECT_EQ(report->ToJson().dump().find("c2VjcmV0"), std::string::npos) << "the key leaked";
 }
 
 TEST(CheckGemmTest, VerdictsFromTheMeasurement) {
@@ -425,7 +467,7 @@ TEST(DoctorReportTest, JsonShape) {
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["timestamp"], "2027-01-15T08:00:00Z");
   EXPECT_EQ(j["overall"], "fail");
-  ASSERT_EQ(j["checks"].size(), 12u);
+  ASSERT_EQ(j["checks"].size(), 13u);
   EXPECT_EQ(j["checks"][0]["name"], "vm");
   EXPECT_EQ(j["checks"][0]["verdict"], "ok");
   for (const auto& c : j["checks"]) {

@@ -1,5 +1,6 @@
-// Azure Blob Storage over libcurl: SharedKey and SAS, Put Blob / Put Block /
-// Put Block List, ranged Get Blob, Get Blob Properties, List Blobs, Delete.
+// Azure Blob Storage over libcurl: SharedKey, SAS or Entra ID bearer tokens,
+// Put Blob / Put Block / Put Block List, ranged Get Blob, Get Blob Properties,
+// List Blobs, Delete.
 //
 // Design notes (the why):
 // - Curl easy handles live in a per-store pool and are reset, not destroyed,
@@ -7,7 +8,9 @@
 //   and threads; that is most of the throughput on many-block transfers.
 // - Every request is retried on 5xx, 429, 408, timeouts and connection
 //   errors, with exponential backoff and full jitter, honouring Retry-After.
-//   The request is re-signed on every attempt (x-ms-date changes).
+//   The request is re-signed on every attempt (x-ms-date changes); with Entra
+//   ID every attempt asks the token source again, which caches, so a long
+//   transfer picks up the refreshed token instead of failing at expiry.
 // - Large uploads stage blocks whose ids carry a random upload id, so two
 //   writers of the same key never overwrite each other's staged blocks; only
 //   Put Block List makes the blob visible.
@@ -844,6 +847,32 @@ class AzureBlobStore : public ObjectStore {
         return FailedPrecondition(what);
       case 401:
       case 403:
+        if (c_.token_source) {
+          // The service's own reason says whether the token was refused
+          // (audience, issuer, expiry) or the identity lacks a role.
+          std::string reason;
+          if (auto d = Element(resp.error_body, "AuthenticationErrorDetail", 0,
+                               resp.error_body.size(), nullptr)) {
+            reason = XmlUnescape(*d);  // "Lifetime validation failed. The token is expired."
+          } else if (auto m =
+                         Element(resp.error_body, "Message", 0, resp.error_body.size(), nullptr)) {
+            reason = std::string(*m);
+            if (size_t nl = reason.find_first_of("\r\n"); nl != std::string::npos)
+              reason.resize(nl);
+          }
+          bool role = code.starts_with("Authorization");  // AuthorizationPermissionMismatch
+          std::string msg = what + (reason.empty() ? "" : " \"" + reason + "\"") + " using the " +
+                            c_.credential_source + "; ";
+          if (!role) {
+            msg += "the token was refused: it must be for " + std::string(kStorageResource) +
+                   ", issued by the account's tenant and not expired (check the clock); ";
+          }
+          return PermissionDenied(msg +
+                                  "the identity needs the 'Storage Blob Data Contributor' role "
+                                  "(writes) or 'Storage Blob Data Reader' (reads only) on the "
+                                  "storage account or container '" +
+                                  c_.container + "' (role assignments take minutes to apply)");
+        }
         return PermissionDenied(what + " using the " + c_.credential_source +
                                 "; check the key or the SAS token (permissions, expiry) and the "
                                 "clock");
@@ -864,14 +893,43 @@ class AzureBlobStore : public ObjectStore {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 1;; ++attempt) {
       Response resp;
-      CURLcode rc = Perform(r, request_id, &resp);
       std::optional<std::chrono::milliseconds> retry_after;
+      std::string bearer;
+      CURLcode rc = CURLE_OK;
+      bool token_failed = false;
+      if (c_.token_source) {
+        Result<std::string> token = c_.token_source->Token();
+        if (!token.ok()) {
+          StatusCode code = token.status().code();
+          // Only an endpoint that could not answer is worth another try.
+          if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded &&
+              code != StatusCode::kResourceExhausted) {
+            return token.status().WithContext(
+                r.op + " " + (r.blob.empty() ? url_ : Where(BlobKey(r.blob))) +
+                ": getting an Entra ID token for " + kStorageResource);
+          }
+          token_failed = true;
+          last = token.status().message();
+        } else {
+          bearer = std::move(*token);
+        }
+      }
+      if (!token_failed) rc = Perform(r, request_id, bearer, &resp);
       resp.attempts = attempt;
       resp.earlier_may_have_applied = may_have_applied;
       if (rc != CURLE_OK && rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST) {
         may_have_applied = true;
       }
-      if (rc == CURLE_OK) {
+      if (token_failed) {
+        // `last` says why; retried below.
+      } else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
+        // Not transient: the same certificate will not become trusted on retry.
+        return FailedPrecondition(
+            r.op + " " + url_ + ": TLS to " + c_.endpoint + " failed (" + curl_easy_strerror(rc) +
+            "); the server's certificate is not trusted by " +
+            (c_.ca_file.empty() ? std::string("the system store") : "the CA file " + c_.ca_file) +
+            "; set StoreOptions::ca_file or GANTRY_CA_FILE to the CA that issued it");
+      } else if (rc == CURLE_OK) {
         if (!RetryableStatus(resp.status)) return resp;
         std::string code = resp.ErrorCode();
         last = "HTTP " + std::to_string(resp.status) + (code.empty() ? "" : " (" + code + ")");
@@ -885,9 +943,13 @@ class AzureBlobStore : public ObjectStore {
         last = curl_easy_strerror(rc);
       }
       if (attempt >= rp.max_attempts) {
-        return Unavailable(r.op + " " + (r.blob.empty() ? url_ : Where(BlobKey(r.blob))) +
-                           ": gave up after " + std::to_string(attempt) +
-                           " attempts; last: " + last);
+        return Unavailable(
+            r.op + " " + (r.blob.empty() ? url_ : Where(BlobKey(r.blob))) + ": gave up after " +
+            std::to_string(attempt) + " attempts; last: " + last +
+            (token_failed ? "; without an account key or SAS the store uses Entra ID: off "
+                            "Azure set AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or "
+                            "AZURE_STORAGE_CONNECTION_STRING, or another credential"
+                          : ""));
       }
       std::chrono::milliseconds wait = BackoffDelay(rp, attempt, retry_after, rng());
       log::debug("storage: {} {} failed ({}), attempt {}/{}, retrying in {} ms", r.op, url_, last,
@@ -901,7 +963,8 @@ class AzureBlobStore : public ObjectStore {
     return blob.size() >= strip ? blob.substr(strip) : blob;
   }
 
-  CURLcode Perform(Request& r, const std::string& request_id, Response* resp) {
+  CURLcode Perform(Request& r, const std::string& request_id, const std::string& bearer,
+                   Response* resp) {
     std::string path = endpoint_path_ + "/" + c_.container;
     if (!r.blob.empty()) path += "/" + UrlEncode(r.blob, /*keep_slash=*/true);
     std::string query;
@@ -909,8 +972,8 @@ class AzureBlobStore : public ObjectStore {
       query += query.empty() ? "?" : "&";
       query += UrlEncode(k) + "=" + UrlEncode(v);
     }
-    bool sas = c_.account_key.empty();
-    if (sas) {
+    const bool shared_key = !c_.account_key.empty();
+    if (!c_.sas_token.empty() && !shared_key) {
       query += query.empty() ? "?" : "&";
       query += c_.sas_token;
     }
@@ -933,7 +996,9 @@ class AzureBlobStore : public ObjectStore {
     if (!r.if_match.empty()) add("If-Match", r.if_match);
     if (!r.if_none_match.empty()) add("If-None-Match", r.if_none_match);
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-    if (!sas) {
+    if (!bearer.empty()) {
+      add("Authorization", "Bearer " + bearer);
+    } else if (shared_key) {
       SignInput in;
       in.verb = r.method;
       in.content_length = has_body ? std::to_string(r.body.size()) : "";
@@ -971,6 +1036,7 @@ class AzureBlobStore : public ObjectStore {
     long timeout = static_cast<long>(c_.options.retry.request_timeout.count());
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, std::min(timeout, 10000L));
+    if (!c_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, c_.ca_file.c_str());
     if (r.method == "PUT") {
       curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(h, CURLOPT_READFUNCTION, OnRead);
@@ -1229,6 +1295,11 @@ Result<std::unique_ptr<ObjectStore>> NewAzureBlobStore(AzureConfig config) {
     return InvalidArgument("container name '" + c +
                            "' is not valid for Azure Blob: use 3-63 lower-case letters, digits "
                            "and single hyphens, starting and ending with a letter or digit");
+  }
+  if (!config.ca_file.empty() && ::access(config.ca_file.c_str(), R_OK) != 0) {
+    return NotFound("the CA file " + config.ca_file +
+                    " (StoreOptions::ca_file, GANTRY_CA_FILE or SSL_CERT_FILE) cannot be read: " +
+                    std::strerror(errno));
   }
   if (!config.account_key.empty()) {
     if (!Base64Decode(config.account_key).ok()) {

@@ -40,8 +40,17 @@ struct AzureConfig {
   std::string sas_token;    // without a leading '?', or empty
   // Where the credential came from, for messages ("AZURE_STORAGE_KEY"); never the value.
   std::string credential_source;
+  // Entra ID: set (and account_key/sas_token empty) when requests carry a bearer token.
+  std::shared_ptr<security::TokenSource> token_source;
+  std::string ca_file;  // resolved from StoreOptions::ca_file and the environment
   StoreOptions options;
 };
+
+// Chooses the credential for `c` (keys/SAS already filled from the URL, the
+// connection string, the environment and StoreOptions): keeps a key or SAS,
+// or builds the Entra ID token source (see object_store.h). `what` names the
+// store in messages. Also resolves the CA file.
+Status ResolveAuth(const StoreOptions& options, std::string_view what, AzureConfig* c);
 
 // Parses "Key=Value;..." (keys case-insensitive; values may contain '=').
 // UseDevelopmentStorage=true expands to Azurite's well-known account.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "azure_blob.h"
+#include "gantry/core/clock.h"
 
 namespace gantry::storage {
 namespace internal {
@@ -159,6 +160,58 @@ Result<AzureConfig> ParseConnectionString(std::string_view conn) {
   return c;
 }
 
+Status ResolveAuth(const StoreOptions& o, std::string_view what, AzureConfig* c) {
+  if (c->ca_file.empty()) c->ca_file = o.ca_file;
+  if (c->ca_file.empty()) c->ca_file = Env("GANTRY_CA_FILE");
+  if (c->ca_file.empty()) c->ca_file = Env("SSL_CERT_FILE");
+  BlobAuth auth = o.auth;
+  std::string auth_source = "StoreOptions::auth";
+  if (auth == BlobAuth::kAuto) {
+    std::string e = Lower(Trim(Env("GANTRY_STORAGE_AUTH")));
+    auth_source = "GANTRY_STORAGE_AUTH";
+    if (e == "entra-id" || e == "entra" || e == "bearer") {
+      auth = BlobAuth::kEntraId;
+    } else if (e == "key" || e == "sas") {
+      auth = BlobAuth::kKeyOrSas;
+    } else if (!e.empty() && e != "auto") {
+      return InvalidArgument("GANTRY_STORAGE_AUTH='" + e +
+                             "' is not one of auto, entra-id or key (for " + std::string(what) +
+                             ")");
+    }
+  }
+  bool has_key_or_sas = !c->account_key.empty() || !c->sas_token.empty();
+  if (auth == BlobAuth::kKeyOrSas || (auth == BlobAuth::kAuto && has_key_or_sas)) {
+    if (!has_key_or_sas) {
+      return FailedPrecondition(std::string(what) + " has no account key or SAS token and " +
+                                auth_source +
+                                " rules out Entra ID: set AZURE_STORAGE_KEY, "
+                                "AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING, or "
+                                "use a managed identity (auth=auto or entra-id)");
+    }
+    return Status::Ok();
+  }
+  // Entra ID: keys and SAS tokens are dropped so that nothing else is ever sent.
+  c->account_key.clear();
+  c->sas_token.clear();
+  if (Lower(c->endpoint).starts_with("http://")) {
+    return FailedPrecondition(std::string(what) + ": Entra ID bearer tokens are only sent over " +
+                              "https, and the endpoint " + c->endpoint +
+                              " is http; use an https endpoint (Azurite: --oauth basic with "
+                              "--cert/--key) or an account key / SAS token");
+  }
+  if (o.token_source) {
+    c->token_source = o.token_source;
+  } else {
+    security::AzureCredentialOptions cred = o.credential;
+    if (cred.resource.empty()) cred.resource = kStorageResource;
+    auto source = security::NewAzureTokenSource(cred, SystemClock());
+    if (!source.ok()) return source.status().WithContext(std::string(what));
+    c->token_source = std::move(*source);
+  }
+  c->credential_source = "Entra ID token from " + c->token_source->Describe();
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 using internal::AzureConfig;
@@ -243,11 +296,7 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url,
     if (c.endpoint.empty()) c.endpoint = "https://" + c.account + ".blob.core.windows.net";
     c.options = options;
     internal::ApplyOptionOverrides(options, &c);
-    if (c.account_key.empty() && c.sas_token.empty()) {
-      return FailedPrecondition("store URL '" + u +
-                                "' has no credentials: set AZURE_STORAGE_KEY, "
-                                "AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING");
-    }
+    RETURN_IF_ERROR(internal::ResolveAuth(options, "store URL '" + u + "'", &c));
     return internal::NewAzureBlobStore(std::move(c));
   }
 
@@ -262,10 +311,8 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url,
     }
     c.options = options;
     internal::ApplyOptionOverrides(options, &c);
-    if (c.account_key.empty() && c.sas_token.empty()) {
-      return FailedPrecondition("connection string for account '" + c.account +
-                                "' has neither AccountKey nor SharedAccessSignature");
-    }
+    RETURN_IF_ERROR(
+        internal::ResolveAuth(options, "connection string for account '" + c.account + "'", &c));
     return internal::NewAzureBlobStore(std::move(c));
   }
 

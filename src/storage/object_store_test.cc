@@ -25,8 +25,13 @@ class EnvGuard {
   }
 
  private:
-  static constexpr const char* kVars[] = {"AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY",
-                                          "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_BLOB_ENDPOINT"};
+  static constexpr const char* kVars[] = {"AZURE_STORAGE_CONNECTION_STRING",
+                                          "AZURE_STORAGE_KEY",
+                                          "AZURE_STORAGE_SAS_TOKEN",
+                                          "AZURE_STORAGE_BLOB_ENDPOINT",
+                                          "GANTRY_STORAGE_AUTH",
+                                          "GANTRY_CA_FILE",
+                                          "SSL_CERT_FILE"};
 };
 
 TEST(ValidateKey, AcceptsAndRefuses) {
@@ -57,9 +62,91 @@ TEST(OpenObjectStore, SchemesAndErrors) {
     EXPECT_NE(cs.message().find("container name"), std::string::npos) << cs.message();
   }
   ::unsetenv("AZURE_STORAGE_KEY");
-  Status s = OpenObjectStore("az://acct/ckpts/p").status();
+  // Without a key or SAS the store uses Entra ID (nothing is fetched yet) ...
+  EXPECT_TRUE(OpenObjectStore("az://acct/ckpts/p").ok());
+  // ... unless told not to.
+  StoreOptions keys;
+  keys.auth = BlobAuth::kKeyOrSas;
+  Status s = OpenObjectStore("az://acct/ckpts/p", keys).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("AZURE_STORAGE_KEY"), std::string::npos) << s.message();
+  ::setenv("GANTRY_STORAGE_AUTH", "key", 1);
+  EXPECT_EQ(OpenObjectStore("az://acct/ckpts/p").status().code(), StatusCode::kFailedPrecondition);
+  ::setenv("GANTRY_STORAGE_AUTH", "kerberos", 1);
+  s = OpenObjectStore("az://acct/ckpts/p").status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("GANTRY_STORAGE_AUTH='kerberos'"), std::string::npos) << s.message();
+}
+
+// A token source that counts its calls and hands out a fixed token.
+class CountingTokenSource : public security::TokenSource {
+ public:
+  Result<std::string> Token() override {
+    ++calls;
+    return std::string("tok");
+  }
+  std::string Describe() const override { return "test identity"; }
+  int calls = 0;
+};
+
+TEST(OpenObjectStore, EntraIdSelection) {
+  EnvGuard env;
+  auto source = std::make_shared<CountingTokenSource>();
+  StoreOptions o;
+  o.token_source = source;
+  // A key in the environment wins under kAuto; kEntraId (or GANTRY_STORAGE_AUTH) overrides it.
+  ::setenv("AZURE_STORAGE_KEY", kDevKey, 1);
+  AzureConfig c;
+  c.account = "acct";
+  c.endpoint = "https://acct.blob.core.windows.net";
+  c.account_key = kDevKey;
+  ASSERT_TRUE(internal::ResolveAuth(o, "test store", &c).ok());
+  EXPECT_EQ(c.token_source, nullptr);
+  EXPECT_EQ(c.account_key, kDevKey);
+  o.auth = BlobAuth::kEntraId;
+  ASSERT_TRUE(internal::ResolveAuth(o, "test store", &c).ok());
+  EXPECT_EQ(c.token_source, source);
+  EXPECT_TRUE(c.account_key.empty()) << "a key must never travel next to a token";
+  EXPECT_EQ(c.credential_source, "Entra ID token from test identity");
+  EXPECT_EQ(source->calls, 0) << "no token before the first request";
+  ::unsetenv("AZURE_STORAGE_KEY");
+  o.auth = BlobAuth::kAuto;
+  ::setenv("GANTRY_STORAGE_AUTH", "entra-id", 1);
+  AzureConfig k;
+  k.endpoint = "https://acct.blob.core.windows.net";
+  k.sas_token = "sv=x&sig=y";
+  ASSERT_TRUE(internal::ResolveAuth(o, "test store", &k).ok());
+  EXPECT_TRUE(k.sas_token.empty());
+  EXPECT_EQ(k.token_source, source);
+  ::unsetenv("GANTRY_STORAGE_AUTH");
+  // Bearer tokens never go over plain http.
+  ::setenv("AZURE_STORAGE_BLOB_ENDPOINT", "http://127.0.0.1:10000/acct", 1);
+  Status s = OpenObjectStore("az://acct/ckpts", o).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("only sent over https"), std::string::npos) << s.message();
+  ::unsetenv("AZURE_STORAGE_BLOB_ENDPOINT");
+  // A connection string without AccountKey or SAS uses Entra ID too.
+  StoreOptions oc = o;
+  oc.container = "ckpts";
+  auto cs = OpenObjectStore("DefaultEndpointsProtocol=https;AccountName=acct;", oc);
+  ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+  // The CA file comes from the options, else GANTRY_CA_FILE, else SSL_CERT_FILE; a missing one
+  // is named.
+  ::setenv("SSL_CERT_FILE", "/nonexistent/ssl.pem", 1);
+  ::setenv("GANTRY_CA_FILE", "/nonexistent/gantry.pem", 1);
+  s = OpenObjectStore("az://acct/ckpts", o).status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/gantry.pem"), std::string::npos) << s.message();
+  o.ca_file = "/nonexistent/opt.pem";
+  s = OpenObjectStore("az://acct/ckpts", o).status();
+  EXPECT_NE(s.message().find("/nonexistent/opt.pem"), std::string::npos) << s.message();
+  // The credential is checked when the store is opened (an empty resource means storage).
+  StoreOptions bad;
+  bad.credential.kind = security::AzureIdentity::kServicePrincipal;  // without ids
+  ::unsetenv("SSL_CERT_FILE");
+  ::unsetenv("GANTRY_CA_FILE");
+  s = OpenObjectStore("az://acct/ckpts", bad).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 }
 
 TEST(OpenObjectStore, AzUrlWithEnvironment) {

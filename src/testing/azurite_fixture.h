@@ -14,6 +14,20 @@
 // the process (SIGTERM, then SIGKILL) and removes the temporary directory.
 // Restart() starts again on the same port and --location (data survives a
 // graceful Stop(); Kill() is a crash). Not thread-safe: drive it from one thread.
+//
+// With AzuriteOptions::oauth_https, Azurite serves HTTPS with a self-signed
+// certificate for 127.0.0.1 (made with the `openssl` CLI into the temporary
+// directory on the first Start(); ca_file() is the PEM to trust) and accepts
+// bearer tokens (--oauth basic). Azurite's basic OAuth decodes the JWT without
+// checking its signature and refuses it (403 AuthenticationFailed, with an
+// AuthenticationErrorDetail) unless it has iat, nbf <= now <= exp, an iss that
+// starts with https://sts.windows.net/ (or another cloud's STS) and an aud of
+// https://storage.azure.com (or https://<account>.blob.core.windows.net).
+// SharedKey keeps working alongside.
+//
+//   AzuriteFixture azurite({.oauth_https = true});
+//   ASSERT_TRUE(azurite.Start().ok());
+//   o.ca_file = azurite.ca_file();  // endpoint() is https://127.0.0.1:PORT/devstoreaccount1
 #pragma once
 
 #include <fcntl.h>
@@ -40,6 +54,10 @@
 
 namespace gantry::storage::testing {
 
+struct AzuriteOptions {
+  bool oauth_https = false;  // HTTPS with a test certificate and --oauth basic (see above)
+};
+
 class AzuriteFixture {
  public:
   static constexpr const char* kAccount = "devstoreaccount1";
@@ -47,6 +65,7 @@ class AzuriteFixture {
       "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
   AzuriteFixture() = default;
+  explicit AzuriteFixture(AzuriteOptions options) : options_(options) {}
   AzuriteFixture(const AzuriteFixture&) = delete;
   AzuriteFixture& operator=(const AzuriteFixture&) = delete;
   ~AzuriteFixture() {
@@ -80,6 +99,10 @@ class AzuriteFixture {
       dir_ = t;
       ::mkdir((dir_ + "/data").c_str(), 0755);
     }
+    if (options_.oauth_https) {
+      Status cert = MakeCertificate();
+      if (!cert.ok()) return cert;
+    }
     std::string log = dir_ + "/azurite.log";
     std::string port_arg = std::to_string(port);
     std::string location = dir_ + "/data";
@@ -94,6 +117,13 @@ class AzuriteFixture {
                                      "--skipApiVersionCheck",
                                      "--loose",
                                      "--disableTelemetry"};
+    if (options_.oauth_https) {
+      for (const std::string& a :
+           {std::string("--oauth"), std::string("basic"), std::string("--cert"), cert_file(),
+            std::string("--key"), key_file()}) {
+        args.push_back(a);
+      }
+    }
     ::unlink(log.c_str());  // so that an earlier run's "listens on" is never read
     pid_t pid = ::fork();
     if (pid < 0) return IoError("fork for azurite-blob", errno);
@@ -114,7 +144,8 @@ class AzuriteFixture {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       std::string text = ReadLog();
-      constexpr std::string_view kMark = "listens on http://127.0.0.1:";
+      const std::string kMark =
+          options_.oauth_https ? "listens on https://127.0.0.1:" : "listens on http://127.0.0.1:";
       if (size_t at = text.find(kMark); at != std::string::npos) {
         port_ = static_cast<uint16_t>(std::atoi(text.c_str() + at + kMark.size()));
         if (port_ != 0) return Status::Ok();
@@ -149,16 +180,47 @@ class AzuriteFixture {
   const std::string& location() const { return dir_; }
   std::string account() const { return kAccount; }
   std::string key() const { return kKey; }
-  // "http://127.0.0.1:PORT/devstoreaccount1" (path-style, as Azurite wants).
+  // "http://127.0.0.1:PORT/devstoreaccount1" (path-style, as Azurite wants);
+  // https:// with oauth_https.
   std::string endpoint() const {
-    return "http://127.0.0.1:" + std::to_string(port_) + "/" + kAccount;
+    return std::string(options_.oauth_https ? "https" : "http") +
+           "://127.0.0.1:" + std::to_string(port_) + "/" + kAccount;
   }
   std::string connection_string() const {
-    return std::string("DefaultEndpointsProtocol=http;AccountName=") + kAccount +
-           ";AccountKey=" + kKey + ";BlobEndpoint=" + endpoint() + ";";
+    return std::string("DefaultEndpointsProtocol=") + (options_.oauth_https ? "https" : "http") +
+           ";AccountName=" + kAccount + ";AccountKey=" + kKey + ";BlobEndpoint=" + endpoint() + ";";
   }
+  // oauth_https: the self-signed certificate (its own CA: trust this file) and its key.
+  std::string ca_file() const { return cert_file(); }
+  std::string cert_file() const { return dir_ + "/tls/cert.pem"; }
+  std::string key_file() const { return dir_ + "/tls/key.pem"; }
+  bool oauth_https() const { return options_.oauth_https; }
 
  private:
+  // A self-signed RSA certificate for 127.0.0.1 (SAN IP:127.0.0.1, so that
+  // host name verification passes), valid for two days; made once per fixture.
+  Status MakeCertificate() {
+    if (::access(cert_file().c_str(), R_OK) == 0) return Status::Ok();
+    if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+      return FailedPrecondition(
+          "openssl is missing: the HTTPS Azurite fixture makes its test certificate with the "
+          "openssl CLI (apt-get install openssl)");
+    }
+    ::mkdir((dir_ + "/tls").c_str(), 0700);
+    std::string log = dir_ + "/tls/openssl.log";
+    std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 2 -subj "
+        "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout '" +
+        key_file() + "' -out '" + cert_file() + "' >'" + log + "' 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return Internal("making the Azurite test certificate failed: " + cmd + "\n" + ss.str());
+    }
+    return Status::Ok();
+  }
+
   std::string ReadLog() const {
     std::ifstream in(dir_ + "/azurite.log");
     std::stringstream ss;
@@ -184,6 +246,7 @@ class AzuriteFixture {
     pid_ = -1;
   }
 
+  AzuriteOptions options_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   std::string dir_;
@@ -197,10 +260,15 @@ inline AzuriteFixture*& SharedAzuriteSlot() {
   static AzuriteFixture* slot = nullptr;
   return slot;
 }
+inline AzuriteFixture*& SharedOAuthAzuriteSlot() {
+  static AzuriteFixture* slot = nullptr;
+  return slot;
+}
 class SharedAzuriteEnvironment final : public ::testing::Environment {
  public:
   void TearDown() override {
     if (AzuriteFixture* a = SharedAzuriteSlot()) a->Stop();
+    if (AzuriteFixture* a = SharedOAuthAzuriteSlot()) a->Stop();
   }
 };
 inline ::testing::Environment* const kSharedAzuriteEnvironment =
@@ -213,6 +281,18 @@ inline AzuriteFixture& SharedAzurite() {
     Status s = a->Start();
     if (!s.ok()) ADD_FAILURE() << s.ToString();
     azurite_detail::SharedAzuriteSlot() = a;
+    return a;
+  }();
+  return *az;
+}
+
+// The same with AzuriteOptions::oauth_https (HTTPS and bearer tokens).
+inline AzuriteFixture& SharedOAuthAzurite() {
+  static AzuriteFixture* az = [] {
+    auto* a = new AzuriteFixture({.oauth_https = true});
+    Status s = a->Start();
+    if (!s.ok()) ADD_FAILURE() << s.ToString();
+    azurite_detail::SharedOAuthAzuriteSlot() = a;
     return a;
   }();
   return *az;

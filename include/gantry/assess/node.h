@@ -4,7 +4,9 @@
 // renderings as the template rules.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gantry/assess/resource.h"
 #include "gantry/core/imds.h"
@@ -33,6 +35,8 @@ inline constexpr std::string_view kNodeType = "Gantry/node";
 //   properties.agent.idleShutdown          bool: it enables idle shutdown
 //   properties.ckpt.configured             bool: a checkpoint config exists and loads
 //   properties.backup.configured           bool: a backup config exists and loads
+//   properties.storage.accountKeys         ["$AZURE_STORAGE_KEY", ...] where a storage
+//                                          account key (local auth) is configured ([] = none)
 //
 // Also recorded (additive): properties.os.securityUpdates (the first 50 package
 // names), properties.gpu.driverLoaded (false when NVIDIA PCI devices are present
@@ -69,7 +73,22 @@ struct NodeOptions {
   std::string nvml_library;
   // How long `apt-get -s dist-upgrade` may take before the fact is unknown.
   int apt_timeout_s = 60;
+  // "NAME=value" entries searched for storage account keys; nullopt: this
+  // process's environment (tests pass their own).
+  std::optional<std::vector<std::string>> environment;
 };
+
+// Where a storage account key (SharedKey: local auth, which a managed identity
+// with a Storage Blob Data role replaces) is configured on this node, for
+// messages; never the value. Looks at, in this order:
+//   the environment     AZURE_STORAGE_KEY (any value), AZURE_STORAGE_CONNECTION_STRING
+//                       with AccountKey= -> "$AZURE_STORAGE_KEY"
+//   <root>/etc/environment   the same variables -> "/etc/environment: AZURE_STORAGE_KEY"
+//   the agent, ckpt and backup configs (the paths of NodeOptions)   a value with
+//                       AccountKey= (a connection string) or a key named account_key /
+//                       accountKey / storage_key -> "/etc/gantry/backup.yaml:3 repo"
+// A connection string with UseDevelopmentStorage=true (Azurite's public key) is not one.
+std::vector<std::string> FindStorageAccountKeys(const NodeOptions& options);
 
 // Gathers the facts: health verdict, accelerated networking (a Mellanox VF
 // under hv_netvsc), public IP (IMDS network document), pending security

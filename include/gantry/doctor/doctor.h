@@ -50,7 +50,7 @@ std::string_view VerdictName(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Check {
   // Stable id: "vm", "cpu", "memory", "numa", "gpus", "shm", "memcpy", "gemm", "all_reduce",
-  // "advice", "health", "assess".
+  // "advice", "health", "assess", "storage".
   std::string name;
   Verdict verdict = Verdict::kOk;
   std::string value;   // what was found, for people: "AMD EPYC: 1 socket, 2 cores, 2 threads"
@@ -158,6 +158,12 @@ Check CheckHealth(const Result<health::HealthReport>& report, const std::string&
 // health check's verdict), ok otherwise; the value names the failing rule ids ("2 failures:
 // GANTRY-NODE-004 (high), GANTRY-NODE-005 (medium)") or counts the passes.
 Check CheckNodeAssessment(const Result<assess::Assessment>& assessment);
+// Storage credentials: warn when a storage account key (local auth) is
+// configured on the node, naming where (assess::FindStorageAccountKeys: the
+// variable or config file and key, never the value) and saying to use a
+// managed identity with a Storage Blob Data role and disable shared key access;
+// ok when there is none.
+Check CheckStorageAuth(const std::vector<std::string>& account_keys);
 // The worst verdict of `checks` (skip counts as nothing; ok when empty).
 Verdict Overall(const std::vector<Check>& checks);
 

@@ -20,6 +20,18 @@
 // (SharedKey) or AZURE_STORAGE_SAS_TOKEN (SAS); AZURE_STORAGE_BLOB_ENDPOINT overrides the
 // endpoint (e.g. http://127.0.0.1:10000/devstoreaccount1 for Azurite).
 //
+// Authentication (Blob): an account key (SharedKey) or a SAS token when one is configured,
+// otherwise an Entra ID bearer token ("Authorization: Bearer ...") for the resource
+// https://storage.azure.com from StoreOptions::credential (security::NewAzureTokenSource:
+// a managed identity, a service principal, ...). StoreOptions::auth or
+// GANTRY_STORAGE_AUTH=entra-id forces bearer tokens even when a key or SAS is in the
+// environment; auth=kKeyOrSas (GANTRY_STORAGE_AUTH=key) never falls back to them. Bearer
+// tokens are only sent over https (FailedPrecondition for an http:// endpoint). The
+// identity needs a data-plane role on the account or container: Storage Blob Data
+// Contributor to write, Storage Blob Data Reader to read. HTTPS endpoints are verified
+// against StoreOptions::ca_file, else $GANTRY_CA_FILE, else $SSL_CERT_FILE, else the
+// system store.
+//
 // Atomicity: a Put is all-or-nothing for readers. Locally it writes a hidden
 // temporary file, fsyncs and renames; on Blob the blocks are staged and only
 // Put Block List makes the blob visible. A failed or interrupted Put never
@@ -49,6 +61,7 @@
 #include <vector>
 
 #include "gantry/core/status.h"
+#include "gantry/security/azure_credential.h"
 
 namespace gantry::storage {
 
@@ -78,6 +91,24 @@ struct RetryPolicy {
   std::chrono::milliseconds request_timeout{60000};  // one HTTP exchange (transfer stalls count)
 };
 
+// How a Blob store authenticates (see the file comment).
+enum class BlobAuth {
+  kAuto,      // account key or SAS when configured, else an Entra ID bearer token
+  kEntraId,   // always a bearer token, ignoring keys and SAS tokens in the environment
+  kKeyOrSas,  // never a bearer token: FailedPrecondition when there is no key or SAS
+};
+
+// The audience of Blob bearer tokens.
+inline constexpr const char* kStorageResource = "https://storage.azure.com";
+
+// The default identity (security::AzureCredentialOptions' default kind) asking
+// for kStorageResource.
+inline security::AzureCredentialOptions StorageCredential() {
+  security::AzureCredentialOptions o;
+  o.resource = kStorageResource;
+  return o;
+}
+
 struct StoreOptions {
   // For connection-string URLs: the container and an optional key prefix.
   std::string container;
@@ -86,6 +117,17 @@ struct StoreOptions {
   std::string account_key;  // base64 SharedKey
   std::string sas_token;    // "sv=...&sig=..." with or without a leading '?'
   std::string endpoint;     // e.g. "http://127.0.0.1:10000/devstoreaccount1"
+  // Entra ID. `auth` is overridden by $GANTRY_STORAGE_AUTH (auto | entra-id | key) only
+  // while it is kAuto. Tokens come from `token_source` when set (shared with the caller),
+  // else from a source built from `credential`, whose resource must be the storage
+  // audience (an empty resource means kStorageResource). Account keys are local auth:
+  // `gantry doctor` flags them; prefer a managed identity with a Storage Blob Data role.
+  BlobAuth auth = BlobAuth::kAuto;
+  security::AzureCredentialOptions credential = StorageCredential();
+  std::shared_ptr<security::TokenSource> token_source;
+  // PEM bundle that https endpoints are verified against (e.g. Azurite's test
+  // certificate); empty: $GANTRY_CA_FILE, else $SSL_CERT_FILE, else the system store.
+  std::string ca_file;
   // Large objects go up as blocks of this size, `parallelism` at a time, and
   // come down as ranged reads of this size, `parallelism` at a time.
   size_t block_bytes = 8u << 20;
@@ -142,8 +184,10 @@ Result<std::vector<ObjectInfo>> ListAll(ObjectStore& store, std::string_view pre
 
 // Opens a store for `url` (see the file comment). InvalidArgument naming the
 // URL for an unknown scheme or a malformed URL / connection string;
-// FailedPrecondition when an az:// URL has no credentials ("set
-// AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING").
+// FailedPrecondition when a bearer token would go to an http:// endpoint, or with
+// auth = kKeyOrSas when there is no key or SAS ("set AZURE_STORAGE_KEY,
+// AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING"); InvalidArgument for a
+// bad GANTRY_STORAGE_AUTH or credential. No token is fetched until the first request.
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(std::string_view url,
                                                      const StoreOptions& options = {});
 
