@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "gantry/monitor/alert_sink.h"
 #include "gantry/monitor/shipper.h"
 #include "gantry/security/audit.h"
 #include "monitor_test_support.h"
@@ -170,8 +171,8 @@ TEST_F(ShipperTest, AnAuditLogsLinesArriveByteForByteSoTheChainVerifies) {
   ASSERT_TRUE(shipper->Flush(60s));
 
   // Rebuild the log and its sidecar from the rows alone, as docs/azure-monitor.md
-  // does from a KQL export: de-duplicate by RecordId, order by Seq (a
-  // checkpoint after the record it covers).
+  // does from a KQL export: de-duplicate by RecordId, order by Seq (records
+  // count from 1; a checkpoint with count N right after record N).
   std::map<std::string, Json> by_id;
   for (const Json& r : OfOp(ReadRecords(dir_.Path("rec.jsonl")), "upload")) {
     for (const auto& row : r["body"]) by_id[row["RecordId"].get<std::string>()] = row;
@@ -181,7 +182,7 @@ TEST_F(ShipperTest, AnAuditLogsLinesArriveByteForByteSoTheChainVerifies) {
   auto order = [](const Json& r) {
     uint64_t seq = r["Seq"].get<uint64_t>();
     bool cp = r["Kind"] == "checkpoint";
-    return std::pair<uint64_t, int>(cp ? seq : seq + 1, cp ? 1 : 0);
+    return std::pair<uint64_t, int>(seq, cp ? 1 : 0);  // count == seq of the last record
   };
   std::sort(rows.begin(), rows.end(),
             [&](const Json& a, const Json& b) { return order(a) < order(b); });
@@ -209,6 +210,40 @@ TEST_F(ShipperTest, AnAuditLogsLinesArriveByteForByteSoTheChainVerifies) {
   EXPECT_TRUE(report->ok) << report->reason;
   EXPECT_EQ(report->records, 50u);
   EXPECT_GE(report->checkpoints, 3u);
+}
+
+TEST_F(ShipperTest, AlertsFromANotifierArriveAsAlertRows) {
+  auto server = ServeLogs(dir_.Path("rec.jsonl"));
+  ASSERT_TRUE(server->ok()) << server->error();
+  std::shared_ptr<LogsShipper> shipper = Start(Options(server->url()));
+  ASSERT_NE(shipper, nullptr);
+  {
+    std::vector<std::unique_ptr<alerting::Sink>> sinks;
+    sinks.push_back(NewAlertSink(shipper, "gateway"));
+    alerting::Notifier notifier(std::move(sinks), 16);
+    alerting::Alert a;
+    a.labels = {{"alertname", "OutputDrift"}, {"model", "m1"}};
+    a.annotations = {{"summary", "refusal rate up"}};
+    a.starts_at_ms = 1'800'000'000'000;
+    a.value = 0.25;
+    notifier.Notify({a});
+    ASSERT_TRUE(notifier.Flush(30s));
+  }
+  ASSERT_TRUE(shipper->Flush(60s));
+  std::vector<Json> up = OfOp(ReadRecords(dir_.Path("rec.jsonl")), "upload");
+  ASSERT_EQ(up.size(), 1u);
+  ASSERT_EQ(up[0]["body"].size(), 1u);
+  const auto& row = up[0]["body"][0];
+  EXPECT_EQ(row["Kind"], "alert");
+  EXPECT_EQ(row["Source"], "gateway");
+  std::map<std::string, std::string> labels = {{"alertname", "OutputDrift"}, {"model", "m1"}};
+  EXPECT_EQ(row["Hash"], alerting::Fingerprint(labels));
+  Result<Json> line = ParseJson(row["Line"].get<std::string>(), "Line");
+  ASSERT_TRUE(line.ok());
+  EXPECT_EQ((*line)["status"], "firing");
+  EXPECT_EQ((*line)["labels"]["alertname"], "OutputDrift");
+  EXPECT_EQ((*line)["startsAt"], "2027-01-15T08:00:00.000Z");
+  EXPECT_EQ((*line)["value"], 0.25);
 }
 
 TEST(AuditRowTest, CarriesTheChainColumnsAndTheLineAsIs) {

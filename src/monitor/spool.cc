@@ -319,29 +319,43 @@ Spool::~Spool() {
 }
 
 Status Spool::Append(std::span<const std::string> records) {
-  std::string buf;
   for (const std::string& r : records) {
     if (r.find('\n') != std::string::npos) {
       return InvalidArgument("spool " + impl_->opt.dir + ": a record contains a newline");
     }
-    buf += r;
-    buf += '\n';
   }
-  if (buf.empty()) return Status::Ok();
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& m = *impl_;
-  const std::string path = m.PathOf(m.segments.back().id);
-  Status s = WriteAll(m.fd, buf, path);
-  if (!s.ok()) {
-    // A partial line would tear the segment: cut back to what we know.
-    (void)!::ftruncate(m.fd, static_cast<off_t>(m.segments.back().bytes));
-    return s;
+  // Fill the open segment up to segment_bytes, then the next: the bound
+  // drops whole segments, so one large append must not become one segment
+  // (it would be dropped whole).
+  size_t i = 0;
+  std::string buf;
+  while (i < records.size()) {
+    buf.clear();
+    const uint64_t used = m.segments.back().bytes;
+    const uint64_t room = used < m.opt.segment_bytes ? m.opt.segment_bytes - used : 0;
+    size_t n = 0;
+    while (i < records.size() && (n == 0 || buf.size() + records[i].size() + 1 <= room)) {
+      buf += records[i];
+      buf += '\n';
+      ++i;
+      ++n;
+    }
+    const std::string path = m.PathOf(m.segments.back().id);
+    Status s = WriteAll(m.fd, buf, path);
+    if (!s.ok()) {
+      // A partial line would tear the segment: cut back to what we know.
+      (void)!::ftruncate(m.fd, static_cast<off_t>(m.segments.back().bytes));
+      return s;
+    }
+    if (m.opt.fsync && ::fdatasync(m.fd) != 0) return IoError("fsync " + path, errno);
+    m.segments.back().bytes += buf.size();
+    m.segments.back().records += n;
+    m.pending += n;
+    RETURN_IF_ERROR(m.EnforceBound());
   }
-  if (m.opt.fsync && ::fdatasync(m.fd) != 0) return IoError("fsync " + path, errno);
-  m.segments.back().bytes += buf.size();
-  m.segments.back().records += records.size();
-  m.pending += records.size();
-  return m.EnforceBound();
+  return Status::Ok();
 }
 
 Result<SpoolBatch> Spool::Peek(size_t max_array_bytes, size_t max_records) {

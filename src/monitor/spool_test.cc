@@ -153,6 +153,21 @@ TEST_F(SpoolTest, AFullSpoolDropsTheOldestAndCountsThem) {
   EXPECT_EQ(spool->dropped(), 0u);
 }
 
+TEST_F(SpoolTest, OneLargeAppendIsCutIntoSegmentsSoTheBoundKeepsTheNewest) {
+  SpoolOptions o = Options();
+  o.segment_bytes = 1000;
+  o.max_bytes = 3000;
+  o.fsync = false;
+  auto spool = OpenOrDie(o);
+  ASSERT_TRUE(spool->Append(Records(0, 1000)).ok());  // ~11 KB at once
+  EXPECT_GT(spool->pending_records(), 0u) << "not the whole append dropped as one segment";
+  EXPECT_EQ(spool->dropped() + spool->pending_records(), 1000u);
+  Result<SpoolBatch> b = spool->Peek(1 << 20);
+  ASSERT_TRUE(b.ok());
+  ASSERT_FALSE(b->records.empty());
+  EXPECT_EQ(b->records.back(), "{\"id\":999}");
+}
+
 TEST_F(SpoolTest, AnAckOfRecordsTheBoundAlreadyDroppedChangesNothing) {
   SpoolOptions o = Options();
   o.segment_bytes = 100;
