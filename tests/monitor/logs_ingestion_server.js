@@ -4,6 +4,8 @@
 // streams/{stream}?api-version=2023-01-01, a JSON array body, optionally
 // Content-Encoding: gzip; 204 on success, 413 over the call limit, 429 with
 // Retry-After when throttled), on 127.0.0.1, for the monitor module's tests.
+// It also takes custom metrics (POST {resourceId}/metrics, as
+// {region}.monitoring.azure.com does; recorded with op "metrics").
 // Every request is appended to --record as one JSON line
 //   {op, method, path, query, headers, raw_bytes, body, records}
 // (body: the decoded JSON array; records: its length), so a test can check
@@ -55,9 +57,11 @@ const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1');
     const query = {};
     for (const [k, v] of url.searchParams) query[k] = v;
-    const m = /^\/dataCollectionRules\/([^/]+)\/streams\/([^/]+)$/.exec(url.pathname);
+    const up = /^\/dataCollectionRules\/([^/]+)\/streams\/([^/]+)$/.exec(url.pathname);
+    const metrics = /^\/subscriptions\/.+\/metrics$/.test(url.pathname);
+    const m = up || metrics;
     const entry = {
-      op: m ? 'upload' : 'unknown', method: req.method, path: decodeURIComponent(url.pathname),
+      op: up ? 'upload' : metrics ? 'metrics' : 'unknown', method: req.method, path: decodeURIComponent(url.pathname),
       query, headers: req.headers, raw_bytes: raw.length, body: null, records: 0,
     };
     let decoded = raw;
@@ -73,13 +77,20 @@ const server = http.createServer((req, res) => {
     if (req.headers.authorization !== `Bearer ${token}`) {
       return reply(res, 401, { error: { code: 'InvalidToken', message: 'bad bearer token' } });
     }
-    if (!query['api-version']) return reply(res, 400, { error: { code: 'MissingApiVersionParameter', message: 'api-version' } });
+    if (!query['api-version'] && !metrics) return reply(res, 400, { error: { code: 'MissingApiVersionParameter', message: 'api-version' } });
     if (fail.length > 0) {
       const st = fail.shift();
       return reply(res, st, { error: { code: 'Injected', message: `status ${st}` } }, st === 429 || st === 503 ? { 'Retry-After': retryAfter } : {});
     }
     if (raw.length > maxBytes) {
       return reply(res, 413, { error: { code: 'ContentLengthLimitExceeded', message: `over ${maxBytes} bytes` } });
+    }
+    if (metrics) {
+      const b = entry.body && entry.body.data && entry.body.data.baseData;
+      if (!b || !entry.body.time || !Array.isArray(b.series)) {
+        return reply(res, 400, { error: { code: 'BadRequest', message: 'not a custom metric' } });
+      }
+      return reply(res, 200, {});
     }
     if (entry.error || !Array.isArray(entry.body)) {
       return reply(res, 400, { error: { code: 'InvalidContentType', message: 'body is not a JSON array' } });
