@@ -36,7 +36,7 @@ namespace {
 
 struct RegistryFlags {
   CommonFlags common;
-  std::string db, artifacts, container, prefix, audit_log;
+  std::string db, artifacts, container, prefix, audit_log, azure_monitor;
   // register
   std::string name, path, description, from_ckpt, run, step, run_id, commit, parent;
   std::vector<std::string> tags, datasets, metrics;
@@ -67,12 +67,14 @@ std::string Env(const std::string& flag, const char* name) {
 
 Result<std::unique_ptr<registry::Registry>> OpenLocal(const RegistryFlags& f) {
   const char* user = std::getenv("USER");
-  return registry::OpenRegistry({.db = Env(f.db, "GANTRY_REGISTRY_DB"),
-                                 .artifacts = Env(f.artifacts, "GANTRY_REGISTRY_ARTIFACTS"),
-                                 .container = f.container,
-                                 .prefix = f.prefix,
-                                 .audit_log = Env(f.audit_log, "GANTRY_REGISTRY_AUDIT_LOG"),
-                                 .actor = user ? user : "unknown"});
+  return registry::OpenRegistry(
+      {.db = Env(f.db, "GANTRY_REGISTRY_DB"),
+       .artifacts = Env(f.artifacts, "GANTRY_REGISTRY_ARTIFACTS"),
+       .container = f.container,
+       .prefix = f.prefix,
+       .audit_log = Env(f.audit_log, "GANTRY_REGISTRY_AUDIT_LOG"),
+       .actor = user ? user : "unknown",
+       .azure_monitor_config = Env(f.azure_monitor, "GANTRY_REGISTRY_AZURE_MONITOR")});
 }
 
 // Public key PEM files as DSSE verifiers.
@@ -634,6 +636,9 @@ void RegisterRegistry(CLI::App& app, Action* action) {
         "--audit-log", flags->audit_log,
         "Append every change to this hash-chained audit log (or GANTRY_REGISTRY_AUDIT_LOG; "
         "check with `gantry audit verify`)");
+    c->add_option("--azure-monitor", flags->azure_monitor,
+                  "A YAML file with an azure_monitor.logs block: ship the audit log to Log "
+                  "Analytics too (or GANTRY_REGISTRY_AZURE_MONITOR; docs/azure-monitor.md)");
   };
   // Commands that can talk to `gantry registry serve` instead of the stores.
   auto remote = [flags](CLI::App* c) {

@@ -615,6 +615,7 @@ struct AnomalyDetector::Impl {
   std::map<SignalKey, SignalHistory> states;
   std::shared_ptr<alerting::Notifier> notifier;
   bool injected_sinks;
+  std::function<std::unique_ptr<alerting::Sink>()> extra_sink;  // see Create
 
   // The window thread.
   std::mutex thread_mu;
@@ -963,14 +964,32 @@ AnomalyDetector::AnomalyDetector(const AnomalyConfig& config, metrics::Registry*
                                        std::move(sinks), config.notify.queue_capacity, clock),
                                    /*injected=*/true)) {}
 
-Result<std::unique_ptr<AnomalyDetector>> AnomalyDetector::Create(const AnomalyConfig& config,
-                                                                 metrics::Registry* registry,
-                                                                 const Clock& clock) {
-  Result<std::unique_ptr<alerting::Notifier>> n = alerting::Notifier::Create(config.notify, clock);
-  if (!n.ok()) return n.status().WithContext("anomaly.notify");
-  std::shared_ptr<alerting::Notifier> notifier(std::move(*n));
-  return std::unique_ptr<AnomalyDetector>(new AnomalyDetector(
-      std::make_unique<Impl>(config, registry, clock, std::move(notifier), /*injected=*/false)));
+namespace {
+// config.notify's sinks plus the extra one, on one Notifier.
+Result<std::shared_ptr<alerting::Notifier>> BuildNotifier(
+    const AnomalyConfig& config, const Clock& clock,
+    const std::function<std::unique_ptr<alerting::Sink>()>& extra_sink) {
+  std::vector<std::unique_ptr<alerting::Sink>> sinks;
+  for (const alerting::SinkConfig& s : config.notify.sinks) {
+    Result<std::unique_ptr<alerting::Sink>> sink = alerting::MakeSink(s, config.notify.meta);
+    if (!sink.ok()) return sink.status().WithContext("anomaly.notify");
+    sinks.push_back(std::move(*sink));
+  }
+  if (extra_sink) sinks.push_back(extra_sink());
+  return std::make_shared<alerting::Notifier>(std::move(sinks), config.notify.queue_capacity,
+                                              clock);
+}
+}  // namespace
+
+Result<std::unique_ptr<AnomalyDetector>> AnomalyDetector::Create(
+    const AnomalyConfig& config, metrics::Registry* registry, const Clock& clock,
+    std::function<std::unique_ptr<alerting::Sink>()> extra_sink) {
+  ASSIGN_OR_RETURN(std::shared_ptr<alerting::Notifier> notifier,
+                   BuildNotifier(config, clock, extra_sink));
+  auto impl = std::make_unique<Impl>(config, registry, clock, std::move(notifier),
+                                     /*injected=*/false);
+  impl->extra_sink = std::move(extra_sink);
+  return std::unique_ptr<AnomalyDetector>(new AnomalyDetector(std::move(impl)));
 }
 
 AnomalyDetector::~AnomalyDetector() {
@@ -1012,10 +1031,7 @@ Status AnomalyDetector::Reconfigure(const AnomalyConfig& config) {
   }
   std::shared_ptr<alerting::Notifier> fresh;
   if (!impl_->injected_sinks) {
-    Result<std::unique_ptr<alerting::Notifier>> n =
-        alerting::Notifier::Create(config.notify, impl_->clock);
-    if (!n.ok()) return n.status().WithContext("anomaly.notify");
-    fresh = std::shared_ptr<alerting::Notifier>(std::move(*n));
+    ASSIGN_OR_RETURN(fresh, BuildNotifier(config, impl_->clock, impl_->extra_sink));
   }
   std::lock_guard<std::mutex> close_lock(impl_->close_mu);
   std::vector<alerting::Alert> alerts;

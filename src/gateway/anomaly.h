@@ -55,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -121,9 +122,12 @@ class AnomalyDetector {
  public:
   // `registry` may be null (no metrics). The sinks of config.notify are built
   // here; errors name the sink.
-  static Result<std::unique_ptr<AnomalyDetector>> Create(const AnomalyConfig& config,
-                                                         metrics::Registry* registry,
-                                                         const Clock& clock = SystemClock());
+  // `extra_sink`, when set, makes one more sink for every notifier built
+  // (at Create and at each Reconfigure), beside config.notify's: the gateway
+  // passes its Azure Monitor sink (monitor/alert_sink.h) this way.
+  static Result<std::unique_ptr<AnomalyDetector>> Create(
+      const AnomalyConfig& config, metrics::Registry* registry, const Clock& clock = SystemClock(),
+      std::function<std::unique_ptr<alerting::Sink>()> extra_sink = nullptr);
   // For tests: alerts go to `sinks` instead of config.notify's.
   AnomalyDetector(const AnomalyConfig& config, metrics::Registry* registry, const Clock& clock,
                   std::vector<std::unique_ptr<alerting::Sink>> sinks);

@@ -849,9 +849,10 @@ std::string_view ProtocolName(Protocol p) {
 
 Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::string& origin) {
   ASSIGN_OR_RETURN(Config cfg, Config::LoadString(yaml, origin));
-  RETURN_IF_ERROR(cfg.CheckKnownKeys(
-      "", {"listen", "workers", "tls", "limits", "zone", "backends", "pools", "rollouts", "routes",
-           "state", "auth", "roles", "rate_limits", "quotas", "redis", "audit", "anomaly"}));
+  RETURN_IF_ERROR(
+      cfg.CheckKnownKeys("", {"listen", "workers", "tls", "limits", "zone", "backends", "pools",
+                              "rollouts", "routes", "state", "auth", "roles", "rate_limits",
+                              "quotas", "redis", "audit", "anomaly", "azure_monitor"}));
   GatewayConfig gw;
   gw.source = origin;
   ASSIGN_OR_RETURN(std::string listen, cfg.GetString("listen", "127.0.0.1:8080"));
@@ -908,6 +909,9 @@ Result<GatewayConfig> ParseGatewayConfig(std::string_view yaml, const std::strin
                      cfg.GetDuration("audit.checkpoint_interval", std::chrono::seconds(10)));
     gw.audit.checkpoint_interval_s = std::chrono::duration<double>(iv).count();
   }
+  ASSIGN_OR_RETURN(gw.azure_monitor_logs,
+                   monitor::ParseAzureMonitorLogs(cfg, "azure_monitor",
+                                                  fs::path(origin).parent_path().string()));
   return gw;
 }
 

@@ -61,6 +61,8 @@ struct Shared {
 
   std::unique_ptr<security::KeyStore> key_store;  // internally locked
   std::unique_ptr<Limiter> limiter;               // thread-safe; one LimiterLoop per worker
+  // Declared before `audit`, whose writer feeds it, so that it outlives the log.
+  std::shared_ptr<monitor::LogsShipper> shipper;  // null unless azure_monitor.logs is set
   std::unique_ptr<security::AuditLog> audit;      // null when audit is off; Append is thread-safe
   std::unique_ptr<Balancer> balancer;  // pools, rollouts, drain (internally synchronised)
   // Output anomaly detection; null when `anomaly:` is absent. Replaced only

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "../monitor/monitor_test_support.h"
 #include "gantry/core/http_client.h"
 #include "gantry/core/http_parser.h"
 #include "gantry/gateway/config.h"
@@ -590,6 +591,34 @@ TEST_F(GatewayTest, AuditLogVerifiesAndRecordsDenials) {
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(all.find("\"reason\":\"no_credentials\""), std::string::npos);
   EXPECT_EQ(all.find(user_key_), std::string::npos);  // never the key itself
+}
+
+TEST_F(GatewayTest, AuditLinesAreShippedToAzureMonitorByteForByte) {
+  namespace mt = ::gantry::monitor::testing;
+  std::string missing = mt::NodeMissing("@azure/monitor-ingestion");
+  ASSERT_TRUE(missing.empty()) << missing;  // install-deps.sh runs npm ci: never skip
+  auto logs = mt::ServeLogs((dir_ / "logs.jsonl").string());
+  ASSERT_TRUE(logs->ok()) << logs->error();
+  mt::EnvCredential();  // sets the token variable
+  Start("azure_monitor:\n  logs:\n    endpoint: " + logs->url() +
+        "\n    rule_id: dcr-1\n    stream: Custom-GantryAudit_CL\n    spool_dir: spool\n"
+        "    flush_interval: 10ms\n    credential: {token_env: " +
+        std::string(mt::kTokenEnv) + "}\n");
+  EXPECT_EQ(Call("GET", "/a", user_key_).status, 200);
+  EXPECT_EQ(Call("GET", "/a", "").status, 401);
+  gw_->Stop(1000);
+  gw_->Wait();  // closes the audit log, then flushes the shipper
+  std::ifstream in((dir_ / "audit.jsonl").string());
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string shipped;
+  for (const Json& r : mt::OfOp(mt::ReadRecords((dir_ / "logs.jsonl").string()), "upload")) {
+    for (const auto& row : r["body"]) {
+      EXPECT_EQ(row["Source"], "gateway");
+      shipped += row["Line"].get<std::string>() + "\n";
+    }
+  }
+  EXPECT_EQ(shipped, all) << "every line, records and signed checkpoints, as written";
+  EXPECT_NE(shipped.find("\"sig\":\""), std::string::npos);
 }
 
 TEST_F(GatewayTest, ReloadAppliesNewRulesAndRefusesRestartOnlyChanges) {

@@ -11,6 +11,8 @@
 #include <set>
 
 #include "gantry/ckpt/manager.h"
+#include "gantry/core/config.h"
+#include "gantry/monitor/shipper.h"
 #include "gantry/security/crypto.h"
 
 namespace gantry::registry {
@@ -99,9 +101,31 @@ Result<std::unique_ptr<Registry>> OpenRegistry(const OpenOptions& o) {
   so.prefix = o.prefix;
   ASSIGN_OR_RETURN(auto store, storage::OpenObjectStore(url, so));
   auto reg = std::make_unique<Registry>(std::move(meta), std::move(store));
+  if (o.audit_log.empty() && !o.azure_monitor_config.empty()) {
+    return InvalidArgument("--azure-monitor " + o.azure_monitor_config +
+                           " ships the audit log, but no --audit-log is given");
+  }
   if (!o.audit_log.empty()) {
     security::AuditOptions ao;
     ao.path = o.audit_log;
+    if (!o.azure_monitor_config.empty()) {
+      ASSIGN_OR_RETURN(Config mc, Config::LoadFile(o.azure_monitor_config));
+      ASSIGN_OR_RETURN(std::optional<monitor::LogsShipperOptions> mo,
+                       monitor::ParseAzureMonitorLogs(
+                           mc, "azure_monitor",
+                           std::filesystem::path(o.azure_monitor_config).parent_path().string()));
+      if (!mo) {
+        return InvalidArgument(o.azure_monitor_config + ": no azure_monitor.logs block");
+      }
+      Result<std::unique_ptr<monitor::LogsShipper>> shipper = monitor::LogsShipper::Start(*mo);
+      if (!shipper.ok()) {
+        return shipper.status().WithContext(o.azure_monitor_config + ": azure_monitor.logs");
+      }
+      // The forwarder owns the shipper, and the log owns the forwarder: the
+      // shipper stops (spooling what is queued) after the log's last write.
+      ao.on_written = monitor::AuditForwarder(
+          std::shared_ptr<monitor::LogsShipper>(std::move(*shipper)), "registry", ao.path);
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<security::AuditLog> log, security::AuditLog::Open(ao));
     reg->SetAudit(std::move(log), o.actor);
   }

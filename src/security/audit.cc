@@ -433,7 +433,10 @@ struct AuditLog::Impl {
   // the log durable before the sidecar so the sidecar never claims records
   // the log lost in a crash.
   Status WriteBatch(const std::string& buf) {
-    if (!buf.empty()) RETURN_IF_ERROR(WriteAll(fd, buf, opt.path));
+    if (!buf.empty()) {
+      RETURN_IF_ERROR(WriteAll(fd, buf, opt.path));
+      if (opt.on_written) opt.on_written(buf);
+    }
     if (pending_sidecar.empty()) return Status::Ok();
     if (opt.fsync_checkpoints && fdatasync(fd) != 0) return IoError("fsync " + opt.path, errno);
     std::string side;

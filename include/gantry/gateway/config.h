@@ -13,6 +13,7 @@
 #include "gantry/core/status.h"
 #include "gantry/gateway/anomaly_config.h"
 #include "gantry/gateway/limits.h"
+#include "gantry/monitor/shipper.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/rbac.h"
 
@@ -232,6 +233,9 @@ struct GatewayConfig {
   std::vector<security::Role> roles;
   LimiterConfig limiter;  // rate_limits, quotas, redis (state_path copied in)
   AuditConfig audit;
+  // azure_monitor.logs: audit records (and anomaly alerts) shipped to a Log
+  // Analytics table through the Logs Ingestion API (monitor/shipper.h).
+  std::optional<monitor::LogsShipperOptions> azure_monitor_logs;
   bool forward_credentials = false;  // pass Authorization / x-api-key upstream
   AnomalyConfig anomaly;
 };

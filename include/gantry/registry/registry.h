@@ -438,6 +438,9 @@ struct OpenOptions {
   std::string prefix{};
   std::string audit_log{};  // append every change to this audit log (empty: none)
   std::string actor{};      // the actor audit records name (e.g. $USER)
+  // A YAML file with an `azure_monitor: {logs: ...}` block (monitor/shipper.h):
+  // every line of the audit log is also shipped to Log Analytics. Needs audit_log.
+  std::string azure_monitor_config{};
 };
 
 // Opens the metadata store, the artifact store and the audit log.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +35,12 @@ struct AuditOptions {
   // at most 60 (Open refuses more, and NaN).
   double batch_delay_s = 0.005;
   size_t batch_records = 1024;
+  // When set, called on the writer thread after each successful write with
+  // the exact bytes written: whole lines, records and checkpoint lines, in
+  // file order. A shipper (monitor::LogsShipper) forwards them so that a copy
+  // elsewhere keeps the chain byte for byte. It must not block (it delays the
+  // log's writer) and must not call back into this AuditLog.
+  std::function<void(std::string_view lines)> on_written;
 };
 
 // Thread-safe. Append() only enqueues; one writer thread validates, chains,
