@@ -602,7 +602,7 @@ TEST_F(GatewayTest, AuditLinesAreShippedToAzureMonitorByteForByte) {
   mt::EnvCredential();  // sets the token variable
   Start("azure_monitor:\n  logs:\n    endpoint: " + logs->url() +
         "\n    rule_id: dcr-1\n    stream: Custom-GantryAudit_CL\n    spool_dir: spool\n"
-        "    flush_interval: 10ms\n    credential: {token_env: " +
+        "    flush_interval: 10ms\n    credential: {type: environment_token, token_env: " +
         std::string(mt::kTokenEnv) + "}\n");
   EXPECT_EQ(Call("GET", "/a", user_key_).status, 200);
   EXPECT_EQ(Call("GET", "/a", "").status, 401);

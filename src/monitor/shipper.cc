@@ -38,40 +38,6 @@ Status Bad(const Config& c, std::string_view key, std::string_view what) {
   return InvalidArgument(fmt::format("{}: {}", c.Locate(key), what));
 }
 
-Result<security::AzureCredentialOptions> ParseCredential(const Config& c, std::string_view key) {
-  security::AzureCredentialOptions o;
-  o.kind = security::AzureIdentity::kManagedIdentity;
-  if (!c.Has(key)) return o;
-  ASSIGN_OR_RETURN(Config v, c.Sub(key));
-  RETURN_IF_ERROR(
-      v.CheckKnownKeys("", {"managed_identity", "client_id", "tenant_id", "client_secret_env",
-                            "token_env", "imds_endpoint", "authority"}));
-  ASSIGN_OR_RETURN(bool mi, v.GetBool("managed_identity", false));
-  ASSIGN_OR_RETURN(o.client_id, v.GetString("client_id", ""));
-  ASSIGN_OR_RETURN(o.tenant_id, v.GetString("tenant_id", ""));
-  ASSIGN_OR_RETURN(o.client_secret_env, v.GetString("client_secret_env", ""));
-  ASSIGN_OR_RETURN(o.token_env, v.GetString("token_env", ""));
-  ASSIGN_OR_RETURN(o.imds_endpoint, v.GetString("imds_endpoint", o.imds_endpoint));
-  ASSIGN_OR_RETURN(o.authority, v.GetString("authority", o.authority));
-  int kinds = (mi ? 1 : 0) + (!o.tenant_id.empty() ? 1 : 0) + (!o.token_env.empty() ? 1 : 0);
-  if (kinds != 1) {
-    return Bad(v, "",
-               "expected exactly one credential: managed_identity: true [client_id], a service "
-               "principal (tenant_id, client_id, client_secret_env) or token_env");
-  }
-  if (!o.tenant_id.empty()) {
-    if (o.client_id.empty() || o.client_secret_env.empty()) {
-      return Bad(v, "client_secret_env",
-                 "a service principal needs tenant_id, client_id and client_secret_env (the name "
-                 "of the variable that holds the secret; secrets never go in the file)");
-    }
-    o.kind = security::AzureIdentity::kServicePrincipal;
-  } else if (!o.token_env.empty()) {
-    o.kind = security::AzureIdentity::kEnvironmentToken;
-  }
-  return o;
-}
-
 }  // namespace
 
 Result<std::optional<LogsShipperOptions>> ParseAzureMonitorLogs(const Config& config,
@@ -125,7 +91,7 @@ Result<std::optional<LogsShipperOptions>> ParseAzureMonitorLogs(const Config& co
   RETURN_IF_ERROR(duration("flush_interval", &o.flush_interval));
   RETURN_IF_ERROR(duration("retry_interval", &o.retry_interval));
   RETURN_IF_ERROR(duration("timeout", &o.logs.timeout));
-  ASSIGN_OR_RETURN(o.credential, ParseCredential(c, "credential"));
+  ASSIGN_OR_RETURN(o.credential, security::ParseAzureCredential(c, "credential"));
   return std::optional<LogsShipperOptions>(std::move(o));
 }
 

@@ -279,7 +279,7 @@ azure_monitor:
     spool_dir: spool
     max_spool_bytes: 64M
     flush_interval: 2s
-    credential: {managed_identity: true, client_id: 1234}
+    credential: {type: managed_identity, client_id: 1234}
 )",
                                           "gw.yaml");
   ASSERT_TRUE(cfg.ok());
@@ -320,9 +320,9 @@ TEST(AzureMonitorConfigTest, ErrorsNameFileLineAndKey) {
   m = error(head + "    spool_dir: /s\n    max_batch_bytes: 2M\n");
   EXPECT_NE(m.find("gw.yaml:7"), std::string::npos) << m;
   EXPECT_NE(m.find("max_batch_bytes"), std::string::npos) << m;
-  m = error(head + "    spool_dir: /s\n    credential: {token_env: T, managed_identity: true}\n");
-  EXPECT_NE(m.find("azure_monitor.logs.credential"), std::string::npos) << m;
-  EXPECT_NE(m.find("exactly one"), std::string::npos) << m;
+  m = error(head + "    spool_dir: /s\n    credential: {type: environment_token}\n");
+  EXPECT_NE(m.find("azure_monitor.logs.credential.type"), std::string::npos) << m;
+  EXPECT_NE(m.find("needs token_env"), std::string::npos) << m;
   m = error("azure_monitor:\n  logs:\n    endpoint: ftp://dce\n");
   EXPECT_NE(m.find("gw.yaml:3"), std::string::npos) << m;
 }
