@@ -17,6 +17,7 @@
 #include "gantry/core/http_parser.h"
 #include "gantry/core/http_server.h"
 #include "gantry/core/log.h"
+#include "gantry/monitor/alert_sink.h"
 
 namespace gantry::agent {
 namespace {
@@ -80,7 +81,7 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
   c.origin = std::string(origin);
   ASSIGN_OR_RETURN(Config cfg, Config::LoadString(yaml_text, origin));
   RETURN_IF_ERROR(cfg.CheckKnownKeys("", {"listen", "hostname", "collection", "history", "alerts",
-                                          "notify", "idle", "dashboard"}));
+                                          "notify", "idle", "dashboard", "azure_monitor"}));
   RETURN_IF_ERROR(cfg.CheckKnownKeys(
       "collection",
       {"interval", "cache", "root", "gpu", "nvml_library", "collectors", "textfile_directory"}));
@@ -138,6 +139,9 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml_text, std::string_vie
   }
   ASSIGN_OR_RETURN(c.notify, ParseNotifyConfig(cfg, "notify"));
   ASSIGN_OR_RETURN(c.idle, ParseIdleConfig(cfg, "idle"));
+  ASSIGN_OR_RETURN(c.azure_monitor_logs,
+                   monitor::ParseAzureMonitorLogs(
+                       cfg, "azure_monitor", std::filesystem::path(origin).parent_path().string()));
 
   ASSIGN_OR_RETURN(c.dashboard, cfg.GetBool("dashboard.enabled", true));
   ASSIGN_OR_RETURN(c.health_json, cfg.GetString("dashboard.health_json", ""));
@@ -167,6 +171,9 @@ struct Agent::Impl {
   std::unique_ptr<Collector> node;
   std::unique_ptr<Collector> gpu;
   std::unique_ptr<History> history;
+  // Declared before the notifier, whose Azure Monitor sink appends to it, so
+  // that it is destroyed after it (and flushes what the sink appended).
+  std::shared_ptr<monitor::LogsShipper> shipper;
   std::unique_ptr<Notifier> notifier;
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<IdleDetector> idle;
@@ -297,7 +304,17 @@ Result<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, const Cl
   }
   impl->history = std::move(*history);
 
-  auto notifier = Notifier::Create(config.notify, clock);
+  std::vector<std::unique_ptr<Sink>> extra_sinks;
+  if (config.azure_monitor_logs) {
+    Result<std::unique_ptr<monitor::LogsShipper>> shipper =
+        monitor::LogsShipper::Start(*config.azure_monitor_logs);
+    if (!shipper.ok()) {
+      return shipper.status().WithContext(config.origin + ": azure_monitor.logs");
+    }
+    impl->shipper = std::move(*shipper);
+    extra_sinks.push_back(monitor::NewAlertSink(impl->shipper, "agent"));
+  }
+  auto notifier = Notifier::Create(config.notify, clock, std::move(extra_sinks));
   if (!notifier.ok()) return notifier.status().WithContext("notify");
   impl->notifier = std::move(*notifier);
 
@@ -388,15 +405,26 @@ Status Agent::Start() {
 
 void Agent::Stop() {
   Impl& m = *impl_;
-  if (!m.running) return;
-  {
-    std::lock_guard<std::mutex> lock(m.loop_mu);
-    m.stopping = true;
+  if (m.running) {
+    {
+      std::lock_guard<std::mutex> lock(m.loop_mu);
+      m.stopping = true;
+    }
+    m.loop_cv.notify_all();
+    if (m.loop.joinable()) m.loop.join();
+    m.server.Stop();
   }
-  m.loop_cv.notify_all();
-  if (m.loop.joinable()) m.loop.join();
-  m.server.Stop();
+  // Also for an agent driven by Tick() alone: alerts already raised are
+  // delivered before the sinks go away.
   if (m.notifier) m.notifier->Flush(std::chrono::seconds(5));
+  // Alerts the notifier just handed over reach Log Analytics, or the spool
+  // (sent after a restart) when the service does not answer in time.
+  if (m.shipper && !m.shipper->Flush(std::chrono::seconds(5))) {
+    log::warn(
+        "agent: Azure Monitor has not accepted every alert yet ({} pending in the spool; "
+        "sent on the next start)",
+        m.shipper->stats().pending);
+  }
   m.running = false;
 }
 

@@ -801,12 +801,14 @@ struct Notifier::State {
   }
 };
 
-Result<std::unique_ptr<Notifier>> Notifier::Create(const NotifyConfig& config, const Clock& clock) {
+Result<std::unique_ptr<Notifier>> Notifier::Create(const NotifyConfig& config, const Clock& clock,
+                                                   std::vector<std::unique_ptr<Sink>> extra) {
   std::vector<std::unique_ptr<Sink>> sinks;
   for (const SinkConfig& s : config.sinks) {
     ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, MakeSink(s, config.meta));
     sinks.push_back(std::move(sink));
   }
+  for (auto& sink : extra) sinks.push_back(std::move(sink));
   return std::make_unique<Notifier>(std::move(sinks), config.queue_capacity, clock);
 }
 

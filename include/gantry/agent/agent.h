@@ -54,6 +54,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@
 #include "gantry/alerting/notify.h"
 #include "gantry/core/clock.h"
 #include "gantry/core/status.h"
+#include "gantry/monitor/shipper.h"
 
 namespace gantry::agent {
 
@@ -95,6 +97,9 @@ struct AgentConfig {
   std::string health_json;
   std::vector<std::string> checkpoint_roots;
   int poll_seconds = 3;
+  // azure_monitor.logs (monitor/shipper.h): the agent's alert notifications
+  // also go to Log Analytics, one row per alert (monitor/alert_sink.h).
+  std::optional<monitor::LogsShipperOptions> azure_monitor_logs;
 };
 
 // Parses agent.yaml (above). Unknown keys, bad durations, a zero interval or

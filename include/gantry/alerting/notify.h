@@ -171,8 +171,11 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv, std::stri
 class Notifier {
  public:
   // Builds the sinks of `config` and starts the delivery thread.
+  // `extra` sinks (built by modules above alerting, such as the Azure Monitor
+  // sink) are added after the configured ones.
   static Result<std::unique_ptr<Notifier>> Create(const NotifyConfig& config,
-                                                  const Clock& clock = SystemClock());
+                                                  const Clock& clock = SystemClock(),
+                                                  std::vector<std::unique_ptr<Sink>> extra = {});
   // With ready-made sinks (tests, embedding).
   Notifier(std::vector<std::unique_ptr<Sink>> sinks, size_t queue_capacity,
            const Clock& clock = SystemClock());
