@@ -4,20 +4,28 @@
 // Exit codes: profile 0 ok / 2 usage or bad input; compare 0 no dataset
 // drift / 1 dataset drift / 2 usage or bad input; validate 0 thresholds met /
 // 1 below a threshold or the endpoint failed / 2 usage or bad input.
+// --azure-monitor FILE (compare, validate) also sends the results as Azure
+// Monitor custom metrics; a failed send is an error on stderr naming the
+// endpoint and turns exit 0 into 1, never a drift verdict of 1 into
+// something else (docs/drift.md, "Azure Monitor custom metrics").
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "cli.h"
+#include "gantry/core/config.h"
 #include "gantry/core/json.h"
+#include "gantry/drift/azure_metrics.h"
 #include "gantry/drift/drift.h"
 #include "gantry/drift/validate.h"
+#include "gantry/monitor/custom_metrics.h"
 
 namespace gantry::cli {
 namespace {
@@ -27,6 +35,7 @@ struct DriftFlags {
   std::string schema, data, out, format;
   // compare
   std::string reference, current, html, prom;
+  std::string azure_monitor;  // compare, validate: a YAML with azure_monitor.metrics
   int threads = 0;
   uint64_t max_exact_rows = 5'000'000;
   // validate
@@ -49,6 +58,35 @@ void NoteRead(const std::string& path, bool json) {
 Result<drift::Table> Read(const DriftFlags& f, const std::string& path, const drift::Schema& s) {
   NoteRead(path, f.common.json);
   return drift::ReadTable(path, s, f.format);
+}
+
+using MetricsConfig = std::optional<monitor::AzureMonitorMetricsConfig>;
+
+// --azure-monitor FILE, read before any work so that a bad file is exit 2 at once.
+Result<MetricsConfig> LoadMetricsConfig(const std::string& path) {
+  if (path.empty()) return MetricsConfig();
+  ASSIGN_OR_RETURN(Config c, Config::LoadFile(path));
+  ASSIGN_OR_RETURN(MetricsConfig m, monitor::ParseAzureMonitorMetrics(c));
+  if (!m) {
+    return InvalidArgument(fmt::format(
+        "--azure-monitor {}: no azure_monitor.metrics block (see docs/azure-monitor.md, "
+        "\"Custom metrics\")",
+        path));
+  }
+  return m;
+}
+
+// Sends the metrics; returns the exit code: `verdict` unless the send failed
+// while the check itself passed (a job that silently stops reporting would
+// look healthy on every dashboard).
+int SendMetrics(std::string_view command, const monitor::AzureMonitorMetricsConfig& cfg,
+                const std::vector<monitor::MetricValue>& values, int verdict) {
+  Status s = monitor::SendCustomMetrics(cfg, values);
+  if (s.ok()) return verdict;
+  std::cerr << fmt::format(
+      "gantry {}: error: Azure Monitor custom metrics not sent to {} (resource {}): {}\n", command,
+      cfg.options.endpoint, cfg.options.resource_id, s.message());
+  return verdict == kExitOk ? kExitCheckFailed : verdict;
 }
 
 int RunProfile(const DriftFlags& f) {
@@ -101,6 +139,8 @@ std::string SchemaYamlFromProfile(const drift::Profile& p, bool ignore_extra) {
 }
 
 int RunCompare(const DriftFlags& f) {
+  Result<MetricsConfig> metrics = LoadMetricsConfig(f.azure_monitor);
+  if (!metrics.ok()) return Fail("drift compare", metrics.status());
   Result<drift::Profile> profile = drift::Profile::Load(f.reference);
   // The profile is this command's input: one that is not a profile (or is
   // damaged) is a bad --reference value, exit 2, not a failed comparison.
@@ -140,10 +180,31 @@ int RunCompare(const DriftFlags& f) {
   } else {
     std::cout << report->RenderTable();
   }
-  return report->dataset_drift ? kExitCheckFailed : kExitOk;
+  const int verdict = report->dataset_drift ? kExitCheckFailed : kExitOk;
+  if (!*metrics) return verdict;
+  const std::string model =
+      f.model.empty() ? std::filesystem::path(f.reference).stem().string() : f.model;
+  return SendMetrics("drift compare", **metrics,
+                     drift::DriftMetrics(*report, model, (*metrics)->namespace_), verdict);
+}
+
+// The `model` dimension of validate's metrics: --model, else <name> of a
+// ".../v2/models/<name>/..." endpoint, else the data file's stem.
+std::string ValidateModelName(const DriftFlags& f) {
+  if (!f.model.empty()) return f.model;
+  const std::string_view marker = "/v2/models/";
+  size_t at = f.endpoint.find(marker);
+  if (at != std::string::npos) {
+    std::string rest = f.endpoint.substr(at + marker.size());
+    rest = rest.substr(0, rest.find('/'));
+    if (!rest.empty()) return rest;
+  }
+  return std::filesystem::path(f.data).stem().string();
 }
 
 int RunValidate(const DriftFlags& f) {
+  Result<MetricsConfig> metrics = LoadMetricsConfig(f.azure_monitor);
+  if (!metrics.ok()) return Fail("drift validate", metrics.status());
   Result<drift::Protocol> protocol = drift::ParseProtocol(f.protocol);
   if (!protocol.ok()) return Fail("drift validate", protocol.status());
   Result<drift::Schema> schema = drift::Schema::LoadFile(f.schema);
@@ -177,7 +238,11 @@ int RunValidate(const DriftFlags& f) {
     std::cout << r->ToJson().dump(2) << "\n";
   else
     std::cout << r->Render();
-  return r->passed ? kExitOk : kExitCheckFailed;
+  const int verdict = r->passed ? kExitOk : kExitCheckFailed;
+  if (!*metrics) return verdict;
+  return SendMetrics("drift validate", **metrics,
+                     drift::ValidateMetrics(*r, ValidateModelName(f), (*metrics)->namespace_),
+                     verdict);
 }
 
 }  // namespace
@@ -231,6 +296,12 @@ void RegisterDrift(CLI::App& app, Action* action) {
   compare->add_option("--out", flags->out, "Write the JSON report to this file");
   compare->add_option("--threads", flags->threads, "Columns compared in parallel (0 = all cores)")
       ->capture_default_str();
+  compare->add_option("--model", flags->model,
+                      "The model dimension of the Azure Monitor metrics (default: the "
+                      "reference file's stem)");
+  compare->add_option("--azure-monitor", flags->azure_monitor,
+                      "A YAML file with an azure_monitor.metrics block: send the results as "
+                      "Azure Monitor custom metrics too (docs/azure-monitor.md)");
   set(compare, RunCompare);
 
   CLI::App* validate = drift->add_subcommand(
@@ -262,6 +333,10 @@ void RegisterDrift(CLI::App& app, Action* action) {
   acc->excludes(rmse);
   f1->excludes(rmse);
   validate->add_option("--out", flags->out, "Write the JSON result to this file");
+  validate->add_option("--azure-monitor", flags->azure_monitor,
+                       "A YAML file with an azure_monitor.metrics block: send the quality "
+                       "metrics as Azure Monitor custom metrics too (model dimension: --model, "
+                       "else the endpoint's /v2/models/<name>, else the data file's stem)");
   set(validate, RunValidate);
 }
 

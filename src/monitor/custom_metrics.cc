@@ -133,6 +133,7 @@ Status CustomMetrics::Flush(std::chrono::system_clock::time_point now, bool ever
         log::warn("custom metrics: {} series of {} refused: {}", end - at, metric, st.message());
         std::lock_guard<std::mutex> lock(mu_);
         refused_ += end - at;
+        last_refusal_ = st;
       } else {
         for (size_t i = at; i < end; ++i) kept.push_back(all[i]);
         if (failed.ok()) failed = st;
@@ -202,6 +203,10 @@ uint64_t CustomMetrics::posted() const {
 uint64_t CustomMetrics::refused() const {
   std::lock_guard<std::mutex> lock(mu_);
   return refused_;
+}
+Status CustomMetrics::last_refusal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_refusal_;
 }
 uint64_t CustomMetrics::dropped() const {
   std::lock_guard<std::mutex> lock(mu_);

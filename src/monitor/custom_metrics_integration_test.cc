@@ -116,5 +116,33 @@ TEST_F(CustomMetricsTest, AMinuteIsKeptWhenRetriesRunOut) {
   EXPECT_EQ(p[2]["body"]["data"]["baseData"]["series"][0]["count"], 1);
 }
 
+TEST_F(CustomMetricsTest, SendCustomMetricsReportsARefusalWithItsCode) {
+  auto server = Serve({"--fail", "403"});
+  ASSERT_TRUE(server->ok());
+  AzureMonitorMetricsConfig cfg;
+  cfg.options.endpoint = server->url();
+  cfg.options.resource_id = kResource;
+  cfg.credential = EnvCredential();
+  cfg.credential.resource = kCustomMetricsResource;
+  std::vector<MetricValue> values = {{"drift_share", "gantry/drift", {{"model", "m1"}}, 0.25},
+                                     {"drifted", "gantry/drift", {{"column", "age"}}, 1}};
+  Status s = SendCustomMetrics(cfg, values, clock_);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.message();
+  EXPECT_NE(s.message().find("1 of 2 series refused"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(std::string(kResource) + "/metrics: HTTP 403"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("Monitoring Metrics Publisher"), std::string::npos) << s.message();
+  // The other metric went through: a refusal does not stop the rest.
+  std::vector<Json> p = Posted();
+  ASSERT_EQ(p.size(), 2u);
+
+  // Accepted: OK, every value posted at the clock's minute.
+  auto ok_server = Serve();
+  ASSERT_TRUE(ok_server->ok());
+  cfg.options.endpoint = ok_server->url();
+  ASSERT_TRUE(SendCustomMetrics(cfg, values, clock_).ok());
+  EXPECT_EQ(Posted().size(), 4u);
+}
+
 }  // namespace
 }  // namespace gantry::monitor

@@ -45,7 +45,8 @@ Result<std::optional<LogsShipperOptions>> ParseAzureMonitorLogs(const Config& co
                                                                 std::string_view base_dir) {
   if (!config.Has(key)) return std::optional<LogsShipperOptions>();
   ASSIGN_OR_RETURN(Config top, config.Sub(key));
-  RETURN_IF_ERROR(top.CheckKnownKeys("", {"logs"}));
+  // `metrics` is ParseAzureMonitorMetrics's (custom_metrics.h): one file may hold both.
+  RETURN_IF_ERROR(top.CheckKnownKeys("", {"logs", "metrics"}));
   if (!top.Has("logs")) return std::optional<LogsShipperOptions>();
   ASSIGN_OR_RETURN(Config c, top.Sub("logs"));
   RETURN_IF_ERROR(c.CheckKnownKeys(

@@ -22,11 +22,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "gantry/core/clock.h"
+#include "gantry/core/config.h"
 #include "gantry/core/https_client.h"
 #include "gantry/core/status.h"
 #include "gantry/security/azure_credential.h"
@@ -78,6 +81,9 @@ class CustomMetrics {
   uint64_t posted() const;   // POSTs accepted
   uint64_t refused() const;  // series refused by the service (not retried)
   uint64_t dropped() const;  // series dropped over max_pending_series
+  // The last refusal (PermissionDenied, NotFound or InvalidArgument, the
+  // message naming the URL and the HTTP answer); OK when none.
+  Status last_refusal() const;
 
   const std::string& url() const { return url_; }
 
@@ -100,6 +106,42 @@ class CustomMetrics {
   std::map<Key, std::map<std::vector<std::string>, Agg>> pending_;
   size_t series_ = 0;
   uint64_t posted_ = 0, refused_ = 0, dropped_ = 0;
+  Status last_refusal_;
 };
+
+// The `metrics` block of an Azure Monitor config file (the same file as the
+// `logs` block of ParseAzureMonitorLogs):
+//
+//   azure_monitor:
+//     metrics:
+//       endpoint: https://westeurope.monitoring.azure.com   # the resource's region
+//       resource_id: /subscriptions/<sub>/resourceGroups/<rg>/providers/<provider>/<type>/<name>
+//       namespace: gantry/drift          # default
+//       timeout: 10s                     # one POST (default 10s)
+//       max_attempts: 4                  # 429/5xx/transport errors (default 4)
+//       credential: {type: managed_identity, ...}   # security::ParseAzureCredential
+struct AzureMonitorMetricsConfig {
+  CustomMetricsOptions options;
+  // The identity; `resource` is kCustomMetricsResource.
+  security::AzureCredentialOptions credential;
+  std::string namespace_ = "gantry/drift";
+};
+
+// The block at `<key>.metrics`, or nullopt when there is none. InvalidArgument
+// "file:line:col: key '...': ..." for unknown keys (with a suggestion), a
+// missing endpoint or resource_id, an endpoint that is not https:// (http://
+// only to a loopback host, for tests), a resource_id not starting with
+// "/subscriptions/", an empty namespace, a non-positive timeout,
+// max_attempts < 1, or a bad credential block.
+Result<std::optional<AzureMonitorMetricsConfig>> ParseAzureMonitorMetrics(
+    const Config& config, std::string_view key = "azure_monitor");
+
+// Records `values` at `now`, posts them all (Flush(now, true)) and turns any
+// refused series into an error: PermissionDenied / NotFound / InvalidArgument
+// with the service's answer (naming the URL), or what Flush returned
+// (Unavailable, ResourceExhausted, ... after the retries).
+Status SendCustomMetrics(const AzureMonitorMetricsConfig& config,
+                         const std::vector<MetricValue>& values,
+                         const Clock& clock = SystemClock());
 
 }  // namespace gantry::monitor
