@@ -28,7 +28,8 @@ TEST(RegistryAzureMonitorTest, ShipsEveryAuditLineAsWritten) {
   std::ofstream(dir.Path("monitor.yaml"))
       << "azure_monitor:\n  logs:\n    endpoint: " << logs->url()
       << "\n    rule_id: dcr-1\n    stream: Custom-GantryAudit_CL\n    spool_dir: spool\n"
-      << "    flush_interval: 10ms\n    credential: {type: environment_token, token_env: " << mt::kTokenEnv << "}\n";
+      << "    flush_interval: 10ms\n    credential: {type: environment_token, token_env: "
+      << mt::kTokenEnv << "}\n";
   fs::create_directories(dir.Path("model"));
   std::ofstream(dir.Path("model/weights.bin")) << "weights";
   {
