@@ -27,7 +27,8 @@ TEST(AgentAzureMonitorTest, FiringAlertIsShippedAsOneAlertRow) {
   mt::EnvCredential();  // sets the token variable
 
   gantry::testing::FakeRoot root;
-  root.Write("/proc/stat", "cpu  100 0 100 800 0 0 0 0 0 0\nbtime 1764480000\n");
+  root.Write("/proc/stat",
+             "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 100 0 100 800 0 0 0 0 0 0\nbtime 1764480000\n");
   root.Write("/proc/loadavg", "0.10 0.20 0.30 1/100 200\n");
   root.Write("/proc/meminfo", "MemTotal: 1000 kB\nMemFree: 500 kB\nMemAvailable: 600 kB\n");
   const std::string yaml =
@@ -56,8 +57,13 @@ TEST(AgentAzureMonitorTest, FiringAlertIsShippedAsOneAlertRow) {
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     (*agent)->Tick();
     clock.Advance(std::chrono::seconds(15));
-    root.Write("/proc/stat", "cpu  200 0 200 1000 0 0 0 0 0 0\nbtime 1764480000\n");
+    root.Write(
+        "/proc/stat",
+        "cpu  200 0 200 1000 0 0 0 0 0 0\ncpu0 200 0 200 1000 0 0 0 0 0 0\nbtime 1764480000\n");
     (*agent)->Tick();  // 50% busy: HostHighCpu fires
+    bool cpu = false;
+    for (const Signal& sig : (*agent)->Latest().signals) cpu |= sig.name == "cpu_utilization";
+    ASSERT_TRUE(cpu) << "the fake node gives no cpu_utilization: the rule cannot fire";
     (*agent)->Stop();  // delivers the alert, then flushes the shipper
   }
   int alerts = 0;
