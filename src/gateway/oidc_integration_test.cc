@@ -2,8 +2,6 @@
 // rotates its signing keys while clients keep sending requests: every request
 // with a valid token must pass (no 401), invalid ones must be refused.
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +20,7 @@
 #include "gantry/gateway/server.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/oidc.h"
+#include "testing/test_keys.h"
 
 namespace gantry::gateway {
 namespace {
@@ -37,22 +36,8 @@ struct Key {
 };
 
 Key MakeKey(const std::string& kid) {
-  EVP_PKEY* pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", size_t{2048});
-  Key k{kid, "", ""};
-  for (bool is_priv : {true, false}) {
-    BIO* b = BIO_new(BIO_s_mem());
-    if (is_priv) {
-      PEM_write_bio_PrivateKey(b, pkey, nullptr, nullptr, 0, nullptr, nullptr);
-    } else {
-      PEM_write_bio_PUBKEY(b, pkey);
-    }
-    char* data = nullptr;
-    long n = BIO_get_mem_data(b, &data);
-    (is_priv ? k.priv : k.pub).assign(data, static_cast<size_t>(n));
-    BIO_free(b);
-  }
-  EVP_PKEY_free(pkey);
-  return k;
+  gantry::testing::PemKeyPair p = gantry::testing::GenerateKeyPair("RSA");
+  return Key{kid, std::move(p.priv), std::move(p.pub)};
 }
 
 // Discovery document + JWKS; the published keys can be replaced at any time.

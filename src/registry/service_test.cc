@@ -4,8 +4,6 @@
 #include "gantry/registry/service.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,6 +15,7 @@
 #include "gantry/registry/remote_client.h"
 #include "gantry/security/jwt.h"
 #include "gantry/security/oidc.h"
+#include "testing/test_keys.h"
 
 namespace gantry::registry {
 namespace {
@@ -130,22 +129,7 @@ TEST_F(RegistryServiceTest, RunsUnderTheServiceRunnerUntilStopped) {
 
 TEST_F(RegistryServiceTest, AcceptsTokensFromAnOpenIdConnectIssuer) {
   // A local issuer: discovery document and JWKS for one P-256 key.
-  EVP_PKEY* pkey = EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
-  ASSERT_NE(pkey, nullptr);
-  std::string priv, pub;
-  for (bool is_priv : {true, false}) {
-    BIO* b = BIO_new(BIO_s_mem());
-    if (is_priv) {
-      PEM_write_bio_PrivateKey(b, pkey, nullptr, nullptr, 0, nullptr, nullptr);
-    } else {
-      PEM_write_bio_PUBKEY(b, pkey);
-    }
-    char* data = nullptr;
-    long n = BIO_get_mem_data(b, &data);
-    (is_priv ? priv : pub).assign(data, static_cast<size_t>(n));
-    BIO_free(b);
-  }
-  EVP_PKEY_free(pkey);
+  auto [priv, pub] = gantry::testing::GenerateKeyPair("EC");
   auto jwk = security::PublicKeyToJwk(pub, "k1");
   ASSERT_TRUE(jwk.ok()) << jwk.status().ToString();
   http::Server idp;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gantry/security/crypto.h"
+#include "testing/test_keys.h"
 
 namespace gantry::security {
 namespace {
@@ -17,34 +18,15 @@ using Json = nlohmann::json;
 constexpr int64_t kNow = 1'800'000'000;
 const std::string kSecret = "0123456789abcdef0123456789abcdef-hs256-test-secret";
 
-struct PemPair {
-  std::string priv, pub;
-};
-
-PemPair ToPem(EVP_PKEY* key) {
-  PemPair out;
-  BIO* b = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(b, &data);
-  out.priv.assign(data, static_cast<size_t>(n));
-  BIO_free(b);
-  b = BIO_new(BIO_s_mem());
-  PEM_write_bio_PUBKEY(b, key);
-  n = BIO_get_mem_data(b, &data);
-  out.pub.assign(data, static_cast<size_t>(n));
-  BIO_free(b);
-  EVP_PKEY_free(key);
-  return out;
-}
+using PemPair = gantry::testing::PemKeyPair;
 
 // Generated once per process: RSA key generation takes a moment.
 const PemPair& Rsa() {
-  static PemPair p = ToPem(EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", size_t{2048}));
+  static PemPair p = gantry::testing::GenerateKeyPair("RSA");
   return p;
 }
 const PemPair& Ec() {
-  static PemPair p = ToPem(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+  static PemPair p = gantry::testing::GenerateKeyPair("EC");
   return p;
 }
 
@@ -385,7 +367,7 @@ TEST(JwtTest, CreateRejectsBadKeysNamingThem) {
   EXPECT_NE(err({{"RS256", "k4", "", "garbage"}}).find("k4"), std::string::npos);
   EXPECT_NE(err({{"RS256", "k5", "", Rsa().priv}}).find("k5"), std::string::npos);
   EXPECT_FALSE(err({}).empty());
-  auto small = ToPem(EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", size_t{1024}));
+  auto small = gantry::testing::GenerateKeyPair("RSA", 1024);
   EXPECT_NE(err({{"RS256", "weak", "", small.pub}}).find("2048"), std::string::npos);
 }
 

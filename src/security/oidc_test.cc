@@ -1,8 +1,6 @@
 #include "gantry/security/oidc.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +9,7 @@
 
 #include "gantry/core/http_server.h"
 #include "gantry/security/crypto.h"
+#include "testing/test_keys.h"
 
 namespace gantry::security {
 namespace {
@@ -22,40 +21,18 @@ constexpr const char* kTenant = "11111111-2222-3333-4444-555555555555";
 constexpr const char* kOtherTenant = "99999999-8888-7777-6666-555555555555";
 constexpr const char* kAudience = "api://gantry";
 
-struct Pair {
-  std::string priv, pub;
-};
-
-Pair Generate(const char* type) {
-  EVP_PKEY* key = std::string(type) == "RSA"
-                      ? EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", size_t{2048})
-                      : EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256");
-  Pair out;
-  BIO* b = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(b, &data);
-  out.priv.assign(data, static_cast<size_t>(n));
-  BIO_free(b);
-  b = BIO_new(BIO_s_mem());
-  PEM_write_bio_PUBKEY(b, key);
-  n = BIO_get_mem_data(b, &data);
-  out.pub.assign(data, static_cast<size_t>(n));
-  BIO_free(b);
-  EVP_PKEY_free(key);
-  return out;
-}
+using Pair = gantry::testing::PemKeyPair;
 
 const Pair& RsaA() {
-  static Pair p = Generate("RSA");
+  static Pair p = gantry::testing::GenerateKeyPair("RSA");
   return p;
 }
 const Pair& RsaB() {
-  static Pair p = Generate("RSA");
+  static Pair p = gantry::testing::GenerateKeyPair("RSA");
   return p;
 }
 const Pair& EcC() {
-  static Pair p = Generate("EC");
+  static Pair p = gantry::testing::GenerateKeyPair("EC");
   return p;
 }
 

@@ -24,14 +24,7 @@
 const http = require('http');
 const fs = require('fs');
 
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (!a.startsWith('--')) continue;
-  const next = process.argv[i + 1];
-  if (next === undefined || next.startsWith('--')) args[a.slice(2)] = true;
-  else args[a.slice(2)] = process.argv[++i];
-}
+const args = require('../contract_args')(process.argv);
 const token = args.token || 'test-token';
 const pageSize = Number(args['page-size'] || 100);
 let throttle = Number(args.throttle || 0);

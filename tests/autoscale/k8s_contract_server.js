@@ -19,14 +19,7 @@ const http = require('http');
 const https = require('https');
 const fs = require('fs');
 
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (!a.startsWith('--')) continue;
-  const next = process.argv[i + 1];
-  if (next === undefined || next.startsWith('--')) args[a.slice(2)] = true;
-  else args[a.slice(2)] = process.argv[++i];
-}
+const args = require('../contract_args')(process.argv);
 const namespace = args.namespace || 'default';
 const objects = new Map(); // "deployments/web" -> state
 for (const kind of ['deployments', 'statefulsets']) {

@@ -25,14 +25,7 @@ const http = require('http');
 const fs = require('fs');
 const zlib = require('zlib');
 
-const args = {};
-for (let i = 2; i < process.argv.length; i++) {
-  const a = process.argv[i];
-  if (!a.startsWith('--')) continue;
-  const next = process.argv[i + 1];
-  if (next === undefined || next.startsWith('--')) args[a.slice(2)] = true;
-  else args[a.slice(2)] = process.argv[++i];
-}
+const args = require('../contract_args')(process.argv);
 const token = args.token || 'test-token';
 const fail = String(args.fail || '').split(',').filter((s) => s).map(Number);
 const retryAfter = String(args['retry-after'] || '0');
