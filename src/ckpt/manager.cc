@@ -179,10 +179,11 @@ class CheckpointManager::Impl {
       }
       return Status::Ok();
     }
-    RETURN_IF_ERROR(fs_.CreateDirs(run_.path()).WithContext("checkpoint run directory"));
-    // Makes the run directory's entry durable; without it a power loss could
-    // take the run directory, and the first commit in it, away.
-    RETURN_IF_ERROR(fs_.SyncDir(LocalRoot(opt_.root)).WithContext("checkpoint root directory"));
+    // Durably: without the parents' fsyncs a power loss could take the run
+    // directory, and the first commit in it, away (found by
+    // crash_consistency_test).
+    RETURN_IF_ERROR(
+        storage::CreateDirsDurably(fs_, run_.path()).WithContext("checkpoint run directory"));
     if (opt_.staging_bytes > 0) RETURN_IF_ERROR(staging_.Reserve(opt_.staging_bytes));
     if (opt_.rank == 0) {
       auto lock = run_.TryLock();

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -285,6 +286,31 @@ Status WriteSmallFile(FileSystem& fs, const std::string& path, std::string_view 
   RETURN_IF_ERROR(WriteAll(*f, text.data(), text.size(), path));
   RETURN_IF_ERROR(f->Sync());
   return f->Close();
+}
+
+Status CreateDirsDurably(FileSystem& fs, const std::string& path) {
+  // Parent to child: each new directory's entry is durable in its parent
+  // before anything is created inside it.
+  std::string prefix = path.starts_with('/') ? "" : ".";
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = std::min(path.find('/', i), path.size());
+    if (j > i) {
+      const std::string parent = prefix.empty() ? "/" : prefix;
+      prefix.push_back('/');
+      prefix.append(path, i, j - i);
+      Status made = fs.CreateDir(prefix);
+      if (made.ok()) {
+        RETURN_IF_ERROR(fs.SyncDir(parent));
+      } else if (made.code() != StatusCode::kAlreadyExists) {
+        return made;
+      } else if (auto info = fs.Stat(prefix); info.ok() && !info->is_dir) {
+        return FailedPrecondition(prefix + " exists and is not a directory");
+      }
+    }
+    i = j + 1;
+  }
+  return Status::Ok();
 }
 
 Result<std::string> ReadSmallFile(FileSystem& fs, const std::string& path, uint64_t max_bytes) {

@@ -105,6 +105,11 @@ Status ReadExact(ReadableFile& file, uint64_t offset, void* dst, size_t bytes,
                  const std::string& path);
 // Creates `path`, writes `text`, syncs and closes it.
 Status WriteSmallFile(FileSystem& fs, const std::string& path, std::string_view text);
+// Creates `path` and its missing parents like FileSystem::CreateDirs, and
+// fsyncs the parent of each directory it creates, so that a power loss
+// cannot take a new directory (and what is later committed in it) away.
+// OK when `path` exists; FailedPrecondition when a component is a file.
+Status CreateDirsDurably(FileSystem& fs, const std::string& path);
 // Reads a whole file; a file larger than `max_bytes` is DataLoss naming
 // `path` (nothing is allocated for it), so a corrupt or hostile file cannot
 // exhaust memory.
