@@ -109,6 +109,24 @@ Status FaultInjectingFileSystem::Rename(const std::string& from, const std::stri
   return base_.Rename(from, to);
 }
 
+Status FaultInjectingFileSystem::Replace(const std::string& from, const std::string& to) {
+  auto d = Check(FaultOp::kRename, to);
+  if (d.fire) return FaultStatus("renaming " + from + " to", to, d.error);
+  return base_.Replace(from, to);
+}
+
+Status FaultInjectingFileSystem::Link(const std::string& from, const std::string& to) {
+  auto d = Check(FaultOp::kRename, to);
+  if (d.fire) return FaultStatus("linking " + from + " to", to, d.error);
+  return base_.Link(from, to);
+}
+
+Status FaultInjectingFileSystem::RemoveDir(const std::string& path) {
+  auto d = Check(FaultOp::kRemove, path);
+  if (d.fire) return FaultStatus("removing", path, d.error);
+  return base_.RemoveDir(path);
+}
+
 Status FaultInjectingFileSystem::RemoveFile(const std::string& path) {
   auto d = Check(FaultOp::kRemove, path);
   if (d.fire) return FaultStatus("removing", path, d.error);

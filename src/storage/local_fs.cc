@@ -163,7 +163,41 @@ class LocalFs : public FileSystem {
     int rc = ::fsync(fd);
     int err = errno;
     ::close(fd);
+    if (rc != 0 && err == EINVAL) {
+      return Unimplemented("fsync directory " + path +
+                           ": the filesystem cannot fsync directories (EINVAL)");
+    }
     if (rc != 0) return IoError("fsync directory " + path, err);
+    return Status::Ok();
+  }
+
+  Status Replace(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      if (errno == EISDIR)
+        return FailedPrecondition("renaming " + from + ": " + to + " is a directory");
+      return ErrnoStatus("renaming " + from + " to", to, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status Link(const std::string& from, const std::string& to) override {
+    if (::link(from.c_str(), to.c_str()) != 0) {
+      int err = errno;
+      if (err == EPERM || err == ENOTSUP || err == EOPNOTSUPP) {
+        return Unimplemented("linking " + from + " to " + to + ": no hard links here");
+      }
+      return ErrnoStatus("linking " + from + " to", to, err);
+    }
+    return Status::Ok();
+  }
+
+  Status RemoveDir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) {
+      if (errno == ENOTEMPTY || errno == EEXIST) {
+        return FailedPrecondition("removing directory " + path + ": not empty");
+      }
+      return ErrnoStatus("removing directory", path, errno);
+    }
     return Status::Ok();
   }
 
@@ -227,7 +261,8 @@ class LocalFs : public FileSystem {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
     return FileInfo{static_cast<uint64_t>(st.st_size), S_ISDIR(st.st_mode),
-                    static_cast<int64_t>(st.st_mtime)};
+                    static_cast<int64_t>(st.st_mtim.tv_sec),
+                    static_cast<int64_t>(st.st_mtim.tv_nsec), static_cast<uint64_t>(st.st_ino)};
   }
 
   Result<std::unique_ptr<Lock>> TryLock(const std::string& path) override {

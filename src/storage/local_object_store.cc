@@ -1,34 +1,30 @@
-// The file:// ObjectStore: one file per key under a root directory.
+// The file:// ObjectStore: one file per key under a root directory, on a
+// FileSystem (this machine's, or a fault-injecting or power-loss one in
+// tests).
 //
 // A Put writes "<dir>/.gantry-tmp-<random>" next to the target, fsyncs it,
-// and renames it over the key (or link()s it for a conditional create, which
-// fails atomically with EEXIST), then fsyncs the directory. Readers therefore
-// see the old object or the whole new one, never a part.
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
+// and renames it over the key (or links it for a conditional create, which
+// fails atomically when the key exists), then fsyncs the directory; new
+// directories are fsynced into their parents first. Readers therefore see
+// the old object or the whole new one, never a part, and an acknowledged
+// Put survives a power loss.
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "azure_blob.h"
+#include "gantry/storage/filesystem.h"
 #include "gantry/storage/object_store.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
 
 namespace gantry::storage::internal {
 namespace {
 
 constexpr std::string_view kTmpPrefix = ".gantry-tmp-";
+constexpr size_t kCopyBlock = 1u << 20;
 
 std::string RandomSuffix() {
   static std::atomic<uint64_t> counter{0};
@@ -40,87 +36,35 @@ std::string RandomSuffix() {
   return buf;
 }
 
-// Closes an fd on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-Status MkdirAll(const std::string& path) {
-  if (path.empty()) return Status::Ok();
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return Status::Ok();
-    return FailedPrecondition(path + " exists and is not a directory");
-  }
-  size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MkdirAll(path.substr(0, slash)));
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return IoError("creating directory " + path, errno);
-  }
-  return Status::Ok();
-}
-
-Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == ENOSPC)
-        return ResourceExhausted("writing " + path + ": no space left on device");
-      return IoError("writing " + path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 class LocalObjectStore : public ObjectStore {
  public:
-  LocalObjectStore(std::string root, StoreOptions options)
-      : root_(std::move(root)), options_(std::move(options)) {}
+  LocalObjectStore(std::string root, StoreOptions options, FileSystem& fs)
+      : root_(std::move(root)), options_(std::move(options)), fs_(fs) {}
 
   std::string url() const override { return "file://" + root_; }
 
   Status Put(std::string_view key, std::span<const std::byte> data,
              const PutOptions& options) override {
-    return WriteObject(key, options, [&](int fd, const std::string& tmp) {
-      return WriteAllFd(fd, data.data(), data.size(), tmp);
+    return WriteObject(key, options, [&](WritableFile& f, const std::string& tmp) {
+      return WriteAll(f, data.data(), data.size(), tmp);
     });
   }
 
   Status PutFile(std::string_view key, const std::string& path,
                  const PutOptions& options) override {
-    int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-      if (errno == ENOENT)
+    auto in = fs_.Open(path);
+    if (!in.ok()) {
+      if (in.status().code() == StatusCode::kNotFound)
         return NotFound("uploading " + path + " to " + Where(key) + ": no such file");
-      return IoError("opening " + path, errno);
+      return in.status();
     }
-    Fd guard(in);
-    return WriteObject(key, options, [&](int fd, const std::string& tmp) -> Status {
-      std::vector<char> buf(1 << 20);
-      for (;;) {
-        ssize_t r = ::read(in, buf.data(), buf.size());
-        if (r < 0) {
-          if (errno == EINTR) continue;
-          return IoError("reading " + path, errno);
-        }
-        if (r == 0) return Status::Ok();
-        RETURN_IF_ERROR(WriteAllFd(fd, buf.data(), static_cast<size_t>(r), tmp));
-      }
+    return WriteObject(key, options, [&](WritableFile& f, const std::string& tmp) {
+      return Copy(**in, path, f, tmp);
     });
   }
 
   Status PutStream(std::string_view key, const ReadFn& read, const PutOptions& options) override {
-    return WriteObject(key, options, [&](int fd, const std::string& tmp) -> Status {
+    return WriteObject(key, options, [&](WritableFile& f, const std::string& tmp) -> Status {
       std::vector<std::byte> buf(std::max<size_t>(options_.block_bytes, 64 << 10));
       for (;;) {
         Result<size_t> n = read(buf);
@@ -128,111 +72,63 @@ class LocalObjectStore : public ObjectStore {
         if (*n == 0) return Status::Ok();
         if (*n > buf.size())
           return Internal("PutStream: the read callback returned more bytes than asked");
-        RETURN_IF_ERROR(WriteAllFd(fd, buf.data(), *n, tmp));
+        RETURN_IF_ERROR(WriteAll(f, buf.data(), *n, tmp));
       }
     });
   }
 
   Result<std::string> Get(std::string_view key) override {
-    RETURN_IF_ERROR(CheckKey(key));
-    std::string path = PathOf(key);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return OpenError(key, path);
-    Fd guard(fd);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return IoError("stat " + path, errno);
-    if (!S_ISREG(st.st_mode)) return NotFound("object " + Where(key) + " does not exist");
-    std::string out;
-    out.resize(static_cast<size_t>(st.st_size));
+    std::string path;
+    ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, OpenObject(key, &path));
+    ASSIGN_OR_RETURN(uint64_t size, f->Size());
+    std::string out(static_cast<size_t>(size), '\0');
     size_t done = 0;
     while (done < out.size()) {
-      ssize_t r = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return IoError("reading " + path, errno);
-      }
-      if (r == 0) break;
-      done += static_cast<size_t>(r);
+      ASSIGN_OR_RETURN(size_t n, f->ReadAt(done, out.data() + done, out.size() - done));
+      if (n == 0) break;  // shrank under us: return what is there
+      done += n;
     }
     out.resize(done);
     return out;
   }
 
   Status GetRange(std::string_view key, uint64_t offset, std::span<std::byte> out) override {
-    RETURN_IF_ERROR(CheckKey(key));
-    std::string path = PathOf(key);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return OpenError(key, path);
-    Fd guard(fd);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return IoError("stat " + path, errno);
-    if (!S_ISREG(st.st_mode)) return NotFound("object " + Where(key) + " does not exist");
-    size_t done = 0;
-    while (done < out.size()) {
-      ssize_t r =
-          ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return IoError("reading " + path, errno);
-      }
-      if (r == 0) break;
-      done += static_cast<size_t>(r);
-    }
-    if (done < out.size()) {
-      return DataLoss("object " + Where(key) + " is " + std::to_string(st.st_size) +
+    std::string path;
+    ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, OpenObject(key, &path));
+    ASSIGN_OR_RETURN(uint64_t size, f->Size());
+    if (offset > size || out.size() > size - offset) {
+      return DataLoss("object " + Where(key) + " is " + std::to_string(size) +
                       " bytes; cannot read " + std::to_string(out.size()) + " bytes at offset " +
                       std::to_string(offset));
     }
-    return Status::Ok();
+    return ReadExact(*f, offset, out.data(), out.size(), path);
   }
 
   Status GetFile(std::string_view key, const std::string& path) override {
-    RETURN_IF_ERROR(CheckKey(key));
-    std::string src = PathOf(key);
-    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) return OpenError(key, src);
-    Fd in_guard(in);
-    struct stat st;
-    if (::fstat(in, &st) != 0) return IoError("stat " + src, errno);
-    if (!S_ISREG(st.st_mode)) return NotFound("object " + Where(key) + " does not exist");
-    std::string tmp = path + ".tmp-" + RandomSuffix();
-    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) return IoError("creating " + tmp, errno);
+    std::string src;
+    ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> in, OpenObject(key, &src));
+    const std::string tmp = path + ".tmp-" + RandomSuffix();
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, fs_.Create(tmp, /*direct=*/false));
     Status s = [&]() -> Status {
-      Fd out_guard(out);
-      std::vector<char> buf(1 << 20);
-      for (;;) {
-        ssize_t r = ::read(in, buf.data(), buf.size());
-        if (r < 0) {
-          if (errno == EINTR) continue;
-          return IoError("reading " + src, errno);
-        }
-        if (r == 0) break;
-        RETURN_IF_ERROR(WriteAllFd(out, buf.data(), static_cast<size_t>(r), tmp));
-      }
-      if (::fsync(out) != 0) return IoError("fsync " + tmp, errno);
-      int fd = out_guard.fd;
-      out_guard.fd = -1;
-      if (::close(fd) != 0) return IoError("closing " + tmp, errno);
-      if (::rename(tmp.c_str(), path.c_str()) != 0)
-        return IoError("renaming " + tmp + " to " + path, errno);
-      return Status::Ok();
+      RETURN_IF_ERROR(Copy(*in, src, *out, tmp));
+      RETURN_IF_ERROR(out->Sync());
+      RETURN_IF_ERROR(out->Close());
+      return fs_.Replace(tmp, path);
     }();
-    if (!s.ok()) ::unlink(tmp.c_str());
+    if (!s.ok()) (void)fs_.RemoveFile(tmp);
     return s;
   }
 
   Result<ObjectInfo> Stat(std::string_view key) override {
     RETURN_IF_ERROR(CheckKey(key));
-    std::string path = PathOf(key);
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR)
+    auto st = fs_.Stat(PathOf(key));
+    if (!st.ok()) {
+      if (st.status().code() == StatusCode::kNotFound)
         return NotFound("object " + Where(key) + " does not exist");
-      return IoError("stat " + path, errno);
+      return st.status();
     }
-    if (!S_ISREG(st.st_mode)) return NotFound("object " + Where(key) + " does not exist");
-    return InfoFrom(std::string(key), st);
+    if (st->is_dir) return NotFound("object " + Where(key) + " does not exist");
+    return InfoFrom(std::string(key), *st);
   }
 
   Result<ListPage> List(std::string_view prefix, std::string_view next, int max_results) override {
@@ -258,22 +154,26 @@ class LocalObjectStore : public ObjectStore {
 
   Status Delete(std::string_view key) override {
     RETURN_IF_ERROR(CheckKey(key));
-    std::string path = PathOf(key);
-    struct stat st;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const std::string path = PathOf(key);
+    auto st = fs_.Stat(path);
+    if (st.ok() && st->is_dir) return NotFound("object " + Where(key) + " does not exist");
+    Status removed = fs_.RemoveFile(path);
+    if (removed.code() == StatusCode::kNotFound) {
       return NotFound("object " + Where(key) + " does not exist");
     }
-    if (::unlink(path.c_str()) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR)
-        return NotFound("object " + Where(key) + " does not exist");
-      return IoError("deleting " + path, errno);
-    }
+    RETURN_IF_ERROR(removed);
+    const std::string dir = path.substr(0, path.rfind('/'));
+    // An acknowledged delete survives a power loss, as a Put does: without
+    // this a finished prune could come back (found by backup's
+    // power_loss_test).
+    Status synced = fs_.SyncDir(dir);
+    if (!synced.ok() && synced.code() != StatusCode::kUnimplemented) return synced;
     // Remove directories left empty, up to (not including) the root, so a
     // deleted prefix leaves no trace. A concurrent Put that loses its
     // directory to this retries (see WriteObject).
-    std::string dir = path.substr(0, path.rfind('/'));
-    while (dir.size() > root_.size() && ::rmdir(dir.c_str()) == 0) {
-      dir = dir.substr(0, dir.rfind('/'));
+    // (Left unsynced: an empty directory that comes back is harmless.)
+    for (std::string d = dir; d.size() > root_.size() && fs_.RemoveDir(d).ok();) {
+      d = d.substr(0, d.rfind('/'));
     }
     return Status::Ok();
   }
@@ -287,55 +187,73 @@ class LocalObjectStore : public ObjectStore {
     return Status::Ok();
   }
 
-  Status OpenError(std::string_view key, const std::string& path) const {
-    if (errno == ENOENT || errno == ENOTDIR || errno == EISDIR) {
+  // Opens the object `key` (its path in `*path`); NotFound when it is
+  // missing or a directory.
+  Result<std::unique_ptr<ReadableFile>> OpenObject(std::string_view key, std::string* path) {
+    RETURN_IF_ERROR(CheckKey(key));
+    *path = PathOf(key);
+    auto st = fs_.Stat(*path);
+    if (st.ok() && st->is_dir) return NotFound("object " + Where(key) + " does not exist");
+    auto f = fs_.Open(*path);
+    if (!f.ok() && f.status().code() == StatusCode::kNotFound) {
       return NotFound("object " + Where(key) + " does not exist");
     }
-    return IoError("opening " + path, errno);
+    return f;
   }
 
-  static ObjectInfo InfoFrom(std::string key, const struct stat& st) {
+  static Status Copy(ReadableFile& in, const std::string& in_path, WritableFile& out,
+                     const std::string& out_path) {
+    std::vector<char> buf(kCopyBlock);
+    for (uint64_t offset = 0;;) {
+      ASSIGN_OR_RETURN(size_t n, in.ReadAt(offset, buf.data(), buf.size()));
+      if (n == 0) return Status::Ok();
+      RETURN_IF_ERROR(WriteAll(out, buf.data(), n, out_path));
+      offset += n;
+    }
+  }
+
+  static ObjectInfo InfoFrom(std::string key, const FileInfo& st) {
     ObjectInfo info;
     info.key = std::move(key);
-    info.size = static_cast<uint64_t>(st.st_size);
-    info.modified_unix = static_cast<int64_t>(st.st_mtim.tv_sec);
+    info.size = st.size;
+    info.modified_unix = st.mtime_unix_s;
     char etag[80];
     // A rename installs a new inode, so (inode, mtime, size) changes on every replace.
     std::snprintf(
-        etag, sizeof etag, "\"%llx-%llx.%lx-%llx\"", static_cast<unsigned long long>(st.st_ino),
-        static_cast<unsigned long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec),
-        static_cast<unsigned long long>(st.st_size));
+        etag, sizeof etag, "\"%llx-%llx.%llx-%llx\"", static_cast<unsigned long long>(st.inode),
+        static_cast<unsigned long long>(st.mtime_unix_s),
+        static_cast<unsigned long long>(st.mtime_ns), static_cast<unsigned long long>(st.size));
     info.etag = etag;
     return info;
   }
 
   // Collects every object below root_/rel whose key starts with `prefix`.
   Status Walk(const std::string& rel, std::string_view prefix, std::vector<ObjectInfo>* out) {
-    std::string dir = rel.empty() ? root_ : root_ + "/" + rel;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno == ENOENT || errno == ENOTDIR) return Status::Ok();  // an empty store
-      return IoError("listing " + dir, errno);
+    const std::string dir = rel.empty() ? root_ : root_ + "/" + rel;
+    auto entries = fs_.ListDir(dir);
+    if (!entries.ok()) {
+      // A missing or non-directory level: an empty store, or raced a delete.
+      if (entries.status().code() == StatusCode::kNotFound ||
+          entries.status().code() == StatusCode::kFailedPrecondition)
+        return Status::Ok();
+      return entries.status();
     }
-    std::vector<std::pair<std::string, bool>> entries;
-    while (struct dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name == "." || name == ".." || name.starts_with(kTmpPrefix)) continue;
-      std::string key = rel.empty() ? name : rel + "/" + name;
-      struct stat st;
-      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        continue;  // raced a delete
-      if (S_ISDIR(st.st_mode)) {
+    std::vector<std::string> subdirs;
+    for (const DirEntry& e : *entries) {
+      if (e.name.starts_with(kTmpPrefix)) continue;
+      std::string key = rel.empty() ? e.name : rel + "/" + e.name;
+      auto st = fs_.Stat(root_ + "/" + key);
+      if (!st.ok()) continue;  // raced a delete
+      if (st->is_dir) {
         // Descend only where keys could still match the prefix.
         std::string as_dir = key + "/";
         size_t n = std::min(as_dir.size(), prefix.size());
-        if (as_dir.compare(0, n, prefix.substr(0, n)) == 0) entries.emplace_back(key, true);
-      } else if (S_ISREG(st.st_mode) && key.starts_with(prefix)) {
-        out->push_back(InfoFrom(key, st));
+        if (as_dir.compare(0, n, prefix.substr(0, n)) == 0) subdirs.push_back(key);
+      } else if (key.starts_with(prefix)) {
+        out->push_back(InfoFrom(key, *st));
       }
     }
-    ::closedir(d);
-    for (const auto& [key, is_dir] : entries) RETURN_IF_ERROR(Walk(key, prefix, out));
+    for (const std::string& key : subdirs) RETURN_IF_ERROR(Walk(key, prefix, out));
     return Status::Ok();
   }
 
@@ -353,66 +271,63 @@ class LocalObjectStore : public ObjectStore {
       if (slash == std::string_view::npos) break;
       start = slash + 1;
     }
-    std::string path = PathOf(key);
-    std::string dir = path.substr(0, path.rfind('/'));
+    const std::string path = PathOf(key);
+    const std::string dir = path.substr(0, path.rfind('/'));
     // A concurrent Delete may remove an empty parent directory between our
-    // mkdir and open; retry a few times.
-    int fd = -1;
+    // mkdir and create; retry a few times.
+    Result<std::unique_ptr<WritableFile>> file = NotFound("creating a temporary in " + dir);
     std::string tmp;
-    for (int attempt = 0; attempt < 5 && fd < 0; ++attempt) {
-      RETURN_IF_ERROR(MkdirAll(dir).WithContext("writing " + Where(key)));
+    for (int attempt = 0; attempt < 5 && !file.ok(); ++attempt) {
+      RETURN_IF_ERROR(CreateDirsDurably(fs_, dir).WithContext("writing " + Where(key)));
       tmp = dir + "/" + std::string(kTmpPrefix) + RandomSuffix();
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0 && errno != ENOENT) return IoError("creating " + tmp, errno);
+      file = fs_.Create(tmp, /*direct=*/false);
+      if (!file.ok() && file.status().code() != StatusCode::kNotFound) return file.status();
     }
-    if (fd < 0) return IoError("creating " + tmp, errno);
+    RETURN_IF_ERROR(file.status());
+    bool tmp_gone = false;
     Status s = [&]() -> Status {
-      Fd guard(fd);
-      RETURN_IF_ERROR(write(fd, tmp));
-      if (::fsync(fd) != 0) return IoError("fsync " + tmp, errno);
-      guard.fd = -1;
-      if (::close(fd) != 0) return IoError("closing " + tmp, errno);
+      WritableFile& f = **file;
+      RETURN_IF_ERROR(write(f, tmp));
+      RETURN_IF_ERROR(f.Sync());
+      RETURN_IF_ERROR(f.Close());
       if (options.if_none_match) {
-        // link() fails with EEXIST atomically when the key exists.
-        if (::link(tmp.c_str(), path.c_str()) != 0) {
-          int err = errno;
-          if (err == EEXIST) return AlreadyExists("object " + Where(key) + " already exists");
-          if (err != EPERM && err != ENOTSUP && err != EOPNOTSUPP) {
-            return IoError("linking " + tmp + " to " + path, err);
-          }
-          // Filesystems without hard links: rename that never replaces.
-          if (::syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(),
-                        RENAME_NOREPLACE) != 0) {
-            if (errno == EEXIST) return AlreadyExists("object " + Where(key) + " already exists");
-            return IoError("renaming " + tmp + " to " + path, errno);
-          }
-          return Status::Ok();
+        // A link fails atomically when the key exists.
+        Status linked = fs_.Link(tmp, path);
+        if (linked.code() == StatusCode::kUnimplemented) {
+          // Filesystems without hard links: a rename that never replaces.
+          linked = fs_.Rename(tmp, path);
+          tmp_gone = linked.ok();
         }
-        ::unlink(tmp.c_str());
-      } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        if (errno == EISDIR) {
+        if (linked.code() == StatusCode::kAlreadyExists) {
+          return AlreadyExists("object " + Where(key) + " already exists");
+        }
+        RETURN_IF_ERROR(linked);
+      } else {
+        Status renamed = fs_.Replace(tmp, path);
+        if (renamed.code() == StatusCode::kFailedPrecondition) {
           return FailedPrecondition("object " + Where(key) +
                                     ": a file:// store cannot hold a key that is also a prefix of "
                                     "other keys");
         }
-        return IoError("renaming " + tmp + " to " + path, errno);
+        RETURN_IF_ERROR(renamed);
+        tmp_gone = true;
       }
-      int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd >= 0) {
-        // Make the rename durable before reporting success.
-        int rc = ::fsync(dfd);
-        int err = errno;
-        ::close(dfd);
-        if (rc != 0 && err != EINVAL) return IoError("fsync directory " + dir, err);
+      if (!tmp_gone) {
+        RETURN_IF_ERROR(fs_.RemoveFile(tmp));
+        tmp_gone = true;
       }
-      return Status::Ok();
+      // Make the new name durable before reporting success.
+      Status synced = fs_.SyncDir(dir);
+      if (synced.code() == StatusCode::kUnimplemented) return Status::Ok();
+      return synced;
     }();
-    if (!s.ok()) ::unlink(tmp.c_str());
+    if (!s.ok() && !tmp_gone) (void)fs_.RemoveFile(tmp);
     return s;
   }
 
   std::string root_;
   StoreOptions options_;
+  FileSystem& fs_;
 };
 
 }  // namespace
@@ -426,18 +341,21 @@ Result<std::unique_ptr<ObjectStore>> NewLocalObjectStore(const std::string& root
     return InvalidArgument("store directory '" + root_in +
                            "' must not contain '.' or '..' segments");
   }
-  struct stat st;
-  if (::stat(root.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
+  FileSystem& fs = options.fs ? *options.fs : LocalFileSystem();
+  auto st = fs.Stat(root);
+  if (st.ok()) {
+    if (!st->is_dir) {
       return FailedPrecondition("store directory " + root + " exists and is not a directory");
     }
+  } else if (st.status().code() != StatusCode::kNotFound) {
+    return st.status().WithContext("opening store file://" + root);
   } else if (options.create_container) {
-    RETURN_IF_ERROR(MkdirAll(root).WithContext("opening store file://" + root));
+    RETURN_IF_ERROR(CreateDirsDurably(fs, root).WithContext("opening store file://" + root));
   } else {
     return NotFound("store directory " + root +
                     " does not exist (create it, or set StoreOptions::create_container)");
   }
-  return std::unique_ptr<ObjectStore>(new LocalObjectStore(root, options));
+  return std::unique_ptr<ObjectStore>(new LocalObjectStore(root, options, fs));
 }
 
 }  // namespace gantry::storage::internal

@@ -535,6 +535,57 @@ Status PowerLossFileSystem::Rename(const std::string& from, const std::string& t
   return Status::Ok();
 }
 
+Status PowerLossFileSystem::Replace(const std::string& from, const std::string& to) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const std::string what = "rename " + from + " -> " + to + " (replacing)";
+  RETURN_IF_ERROR(impl_->BeginLocked(what));
+  int from_dir, to_dir;
+  std::string from_name, to_name;
+  RETURN_IF_ERROR(impl_->ResolveParent(from, &from_dir, &from_name));
+  RETURN_IF_ERROR(impl_->ResolveParent(to, &to_dir, &to_name));
+  auto it = impl_->inodes_[from_dir].entries.find(from_name);
+  if (it == impl_->inodes_[from_dir].entries.end()) return NotFound(what + ": no such file");
+  auto target = impl_->inodes_[to_dir].entries.find(to_name);
+  if (target != impl_->inodes_[to_dir].entries.end() && impl_->inodes_[target->second].dir) {
+    return FailedPrecondition(what + ": target is a directory");
+  }
+  int ino = it->second;
+  impl_->RecordLocked(
+      {{{from_dir, from_name, kNone}, {to_dir, to_name, ino}}, {from_dir, to_dir}, what});
+  return Status::Ok();
+}
+
+Status PowerLossFileSystem::Link(const std::string& from, const std::string& to) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const std::string what = "link " + from + " -> " + to;
+  RETURN_IF_ERROR(impl_->BeginLocked(what));
+  int ino = impl_->Resolve(from);
+  if (ino == kNone) return NotFound(what + ": no such file");
+  if (impl_->inodes_[ino].dir) return FailedPrecondition(what + ": is a directory");
+  int dir;
+  std::string name;
+  RETURN_IF_ERROR(impl_->ResolveParent(to, &dir, &name));
+  if (impl_->inodes_[dir].entries.count(name)) return AlreadyExists(what + ": target exists");
+  impl_->RecordLocked({{{dir, name, ino}}, {dir}, what});
+  return Status::Ok();
+}
+
+Status PowerLossFileSystem::RemoveDir(const std::string& path) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->BeginLocked("rmdir " + path));
+  int dir;
+  std::string name;
+  RETURN_IF_ERROR(impl_->ResolveParent(path, &dir, &name));
+  auto it = impl_->inodes_[dir].entries.find(name);
+  if (it == impl_->inodes_[dir].entries.end())
+    return NotFound("removing " + path + ": no such directory");
+  const Inode& d = impl_->inodes_[it->second];
+  if (!d.dir) return FailedPrecondition(path + " is not a directory");
+  if (!d.entries.empty()) return FailedPrecondition("removing directory " + path + ": not empty");
+  impl_->RecordLocked({{{dir, name, kNone}}, {dir}, "rmdir " + path});
+  return Status::Ok();
+}
+
 Status PowerLossFileSystem::RemoveFile(const std::string& path) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   RETURN_IF_ERROR(impl_->BeginLocked("unlink " + path));
@@ -580,7 +631,10 @@ Result<FileInfo> PowerLossFileSystem::Stat(const std::string& path) {
   int ino = impl_->Resolve(path);
   if (ino == kNone) return NotFound(path + ": no such file or directory");
   const Inode& i = impl_->inodes_[ino];
-  return FileInfo{i.dir ? 0 : i.data.size(), i.dir, i.mtime};
+  // The logical clock stands in for time: it orders changes, and a changed
+  // file gets a new (seconds, nanoseconds) pair.
+  return FileInfo{i.dir ? 0 : i.data.size(), i.dir, i.mtime / 1000000000, i.mtime % 1000000000,
+                  static_cast<uint64_t>(ino)};
 }
 
 Result<std::unique_ptr<Lock>> PowerLossFileSystem::TryLock(const std::string& path) {

@@ -58,6 +58,8 @@ struct FileInfo {
   uint64_t size = 0;
   bool is_dir = false;
   int64_t mtime_unix_s = 0;
+  int64_t mtime_ns = 0;  // the sub-second part of the modification time
+  uint64_t inode = 0;    // distinct for distinct files of one filesystem
 };
 
 // O_DIRECT needs buffers, sizes and offsets aligned to the logical block
@@ -77,10 +79,20 @@ class FileSystem {
   // Creates a directory and its missing parents; OK when it exists.
   virtual Status CreateDirs(const std::string& path) = 0;
   // fsync of a directory, making renames and creations in it durable.
+  // Unimplemented where the filesystem cannot fsync directories.
   virtual Status SyncDir(const std::string& path) = 0;
   // Renames `from` to `to`; AlreadyExists when `to` exists (never replaces).
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Renames `from` to `to`, atomically replacing `to` when it is a file
+  // (rename(2)); FailedPrecondition when `to` is a directory.
+  virtual Status Replace(const std::string& from, const std::string& to) = 0;
+  // Makes `to` another name of the file `from` (a hard link): AlreadyExists
+  // when `to` exists, Unimplemented where the filesystem has no hard links.
+  virtual Status Link(const std::string& from, const std::string& to) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
+  // Removes an empty directory: NotFound when missing, FailedPrecondition
+  // when not empty.
+  virtual Status RemoveDir(const std::string& path) = 0;
   // Removes a file or a directory tree; OK when `path` does not exist.
   virtual Status RemoveAll(const std::string& path) = 0;
   virtual Result<std::vector<DirEntry>> ListDir(const std::string& path) = 0;

@@ -65,6 +65,8 @@
 
 namespace gantry::storage {
 
+class FileSystem;
+
 struct ObjectInfo {
   std::string key;  // relative to the store's prefix
   uint64_t size = 0;
@@ -135,6 +137,10 @@ struct StoreOptions {
   RetryPolicy retry;
   // Creates the container (or directory) on first use when missing.
   bool create_container = true;
+  // file:// stores: the filesystem the directory lives on (default: this
+  // machine's); tests pass a fault-injecting or power-loss one. Must
+  // outlive the store.
+  FileSystem* fs = nullptr;
   // Blob: send Content-MD5 with every Put Blob / Put Block so that the service
   // verifies each block it stores (DataLoss on a mismatch). Costs an MD5 of
   // the data on both ends; turn off only where the transport is trusted.

@@ -91,7 +91,10 @@ class PowerLossFileSystem : public FileSystem {
   Status CreateDirs(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
+  Status Replace(const std::string& from, const std::string& to) override;
+  Status Link(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;
+  Status RemoveDir(const std::string& path) override;
   Status RemoveAll(const std::string& path) override;
   Result<std::vector<DirEntry>> ListDir(const std::string& path) override;
   Result<FileInfo> Stat(const std::string& path) override;
