@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -142,6 +143,12 @@ class CrashStore : public storage::ObjectStore {
       : base_(base), crash_at_(crash_at) {}
   int64_t calls() const { return calls_.load(); }  // every call, refused ones included
   bool crashed() const { return crash_at_ >= 0 && calls_.load() > crash_at_; }
+  // "Delete locks/x.json": the call the crash refused first (the one numbered
+  // `crash_at` without concurrency); empty when none was refused.
+  std::string first_refused() const {
+    std::lock_guard lock(mu_);
+    return first_refused_;
+  }
 
   std::string url() const override { return base_.url(); }
   Status Put(std::string_view key, std::span<const std::byte> data,
@@ -189,6 +196,10 @@ class CrashStore : public storage::ObjectStore {
   Status Gate(std::string_view op, std::string_view key) {
     const int64_t n = calls_++;
     if (crash_at_ >= 0 && n >= crash_at_) {
+      {
+        std::lock_guard lock(mu_);
+        if (first_refused_.empty()) first_refused_ = std::string(op) + " " + std::string(key);
+      }
       return Unavailable("simulated crash: store call " + std::to_string(n) + " (" +
                          std::string(op) + " " + std::string(key) + ") and every later one fail");
     }
@@ -197,6 +208,64 @@ class CrashStore : public storage::ObjectStore {
   storage::ObjectStore& base_;
   const int64_t crash_at_;
   std::atomic<int64_t> calls_{0};
+  mutable std::mutex mu_;
+  std::string first_refused_;
+};
+
+// Forwards to `base`, first calling `hook(op, key)` for every call (op is
+// "Put", "Get", "List", "Delete", ...; key is the prefix for List). A hook can
+// run another client against the base store at an exact point of this one's
+// work. Set `hook` before use; it is called from the caller's threads.
+class HookStore : public storage::ObjectStore {
+ public:
+  using Hook = std::function<void(std::string_view op, std::string_view key)>;
+  HookStore(storage::ObjectStore& base, Hook hook) : base_(base), hook_(std::move(hook)) {}
+
+  std::string url() const override { return base_.url(); }
+  Status Put(std::string_view key, std::span<const std::byte> data,
+             const storage::PutOptions& o) override {
+    hook_("Put", key);
+    return base_.Put(key, data, o);
+  }
+  Status PutFile(std::string_view key, const std::string& path,
+                 const storage::PutOptions& o) override {
+    hook_("PutFile", key);
+    return base_.PutFile(key, path, o);
+  }
+  Status PutStream(std::string_view key, const storage::ReadFn& read,
+                   const storage::PutOptions& o) override {
+    hook_("PutStream", key);
+    return base_.PutStream(key, read, o);
+  }
+  Result<std::string> Get(std::string_view key) override {
+    hook_("Get", key);
+    return base_.Get(key);
+  }
+  Status GetRange(std::string_view key, uint64_t off, std::span<std::byte> out) override {
+    hook_("GetRange", key);
+    return base_.GetRange(key, off, out);
+  }
+  Status GetFile(std::string_view key, const std::string& path) override {
+    hook_("GetFile", key);
+    return base_.GetFile(key, path);
+  }
+  Result<storage::ObjectInfo> Stat(std::string_view key) override {
+    hook_("Stat", key);
+    return base_.Stat(key);
+  }
+  Result<storage::ListPage> List(std::string_view prefix, std::string_view next,
+                                 int max_results) override {
+    hook_("List", prefix);
+    return base_.List(prefix, next, max_results);
+  }
+  Status Delete(std::string_view key) override {
+    hook_("Delete", key);
+    return base_.Delete(key);
+  }
+
+ private:
+  storage::ObjectStore& base_;
+  Hook hook_;
 };
 
 // A thread-safe in-memory object store with the contract of the real ones:
