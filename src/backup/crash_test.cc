@@ -214,6 +214,9 @@ void ExploreCrashes(const TempDir& tmp, int parallelism, int64_t* explored) {
     } else {
       EXPECT_NE(run.error.message().find("simulated crash"), std::string::npos)
           << run.error.ToString();
+      // A store failure is not a damaged object: no advice to delete anything.
+      EXPECT_EQ(run.error.message().find("Fix or delete"), std::string::npos)
+          << run.error.ToString();
     }
 
     // What the crash may and may not have removed.

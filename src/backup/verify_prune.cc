@@ -136,6 +136,14 @@ Result<PruneResult> Prune(Repository& repo, const PruneOptions& options) {
     seen_keys.insert(l.key);
     if (!l.error.empty()) {
       result.unreadable.push_back(l.key);
+      const StatusCode c = l.error_code;
+      if (c != StatusCode::kDataLoss && c != StatusCode::kInvalidArgument &&
+          c != StatusCode::kPermissionDenied && c != StatusCode::kFailedPrecondition) {
+        // The store failed, not the manifest: telling the user to delete it
+        // would be wrong advice.
+        return Status(c, "reading manifest " + repo.url() + "/" + l.key + " failed (" + l.error +
+                             "); prune stopped before deleting anything, re-run it");
+      }
       return FailedPrecondition("manifest " + repo.url() + "/" + l.key + " cannot be read (" +
                                 l.error +
                                 "); prune does not know which chunks it needs and stops. Fix or "

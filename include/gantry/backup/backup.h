@@ -121,6 +121,9 @@ struct Listing {
   std::string key;
   Manifest manifest;  // valid when error is empty
   std::string error;
+  // DataLoss for a corrupt manifest, PermissionDenied / FailedPrecondition for a
+  // key problem, the store's code (Unavailable, IoError, NotFound) when reading failed.
+  StatusCode error_code = StatusCode::kOk;
 };
 // All backups, oldest first.
 Result<std::vector<Listing>> ListBackups(Repository& repo);
