@@ -155,6 +155,7 @@ class BackupKill : public ::testing::Test {
     }
     return ids;
   }
+  bool NoLocks() { return !fs::exists(repo_ / "locks") || fs::is_empty(repo_ / "locks"); }
   // Chunk files look an hour older, as if the backups had been made an hour
   // apart, so that prune --gc-grace 0s may collect every unreferenced one.
   void AgeChunks() {
@@ -263,6 +264,7 @@ TEST_F(BackupKill, KilledCreateAndPruneLeaveAVerifyingRepository) {
     ASSERT_EQ(again.rc, 0) << where << ": rerun of prune\n" << again.out << again.err;
     ExpectVerifies(where + ", prune rerun");
     EXPECT_EQ(ListIds(), keep) << where;
+    EXPECT_TRUE(NoLocks()) << where << ": the rerun prune left a lock behind";
     if (HasFatalFailure()) break;
   }
   // Every unreferenced chunk was collected in the end (reruns included).
@@ -275,6 +277,50 @@ TEST_F(BackupKill, KilledCreateAndPruneLeaveAVerifyingRepository) {
       "backup kill test: %d iterations; create killed %d, finished before the kill %d; prune "
       "killed %d, finished before the kill %d\n",
       kIterations, create_killed, create_finished, prune_killed, prune_finished);
+}
+
+// create and prune started at the same moment, over and over, while the
+// source flips between two states: each create reuses the chunks of the
+// backup before last, which a prune with --keep-last 1 forgets and would
+// collect. Each command either succeeds or stands aside (exit 2, "is
+// running"), and the repository verifies after every round.
+TEST_F(BackupKill, CreateAndPruneAtOnce) {
+  const std::vector<std::string> create = Args({"create", src_.string()});
+  const std::vector<std::string> prune = Args({"prune", "--keep-last", "1", "--gc-grace", "0s"});
+  for (int state = 0; state < 2; ++state) {
+    Rewrite(0, 5000 + state);
+    ASSERT_EQ(Gantry({"create", src_.string()}).rc, 0);
+  }
+  int ok[2] = {0, 0}, stood_aside[2] = {0, 0};
+  for (int round = 0; round < 8; ++round) {
+    const std::string where = "round " + std::to_string(round);
+    Rewrite(0, 5000 + round % 2);
+    AgeChunks();
+    GantryProcess c, p;
+    ASSERT_TRUE(c.Start(create).ok());
+    ASSERT_TRUE(p.Start(prune).ok());
+    GantryProcess* procs[2] = {&c, &p};
+    for (int i = 0; i < 2; ++i) {
+      int rc = procs[i]->Wait();
+      if (rc == 0) {
+        ++ok[i];
+      } else {
+        EXPECT_EQ(rc, 2) << where << "\n" << procs[i]->Err();
+        EXPECT_NE(procs[i]->Err().find("is running"), std::string::npos) << where << "\n"
+                                                                         << procs[i]->Err();
+        ++stood_aside[i];
+      }
+    }
+    ExpectVerifies(where);
+    if (HasFailure()) break;
+  }
+  ASSERT_EQ(Gantry({"prune", "--keep-last", "1", "--gc-grace", "0s"}).rc, 0);
+  ExpectVerifies("after the rounds");
+  EXPECT_TRUE(NoLocks());
+  std::printf(
+      "create and prune at once, 8 rounds: create ok %d, stood aside %d; prune ok %d, stood aside "
+      "%d\n",
+      ok[0], stood_aside[0], ok[1], stood_aside[1]);
 }
 
 }  // namespace
