@@ -4,12 +4,15 @@
 // grace period) and, worse, old chunks it found already stored and reuses
 // without uploading. A hook runs one operation at an exact point of the other
 // one, on the same store, and the repository must verify afterwards.
+#include "lock.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <optional>
+#include <thread>
 
 #include "backup_test_util.h"
 #include "gantry/backup/backup.h"
@@ -220,6 +223,37 @@ TEST_F(Concurrent, StaleAndLiveLocks) {
   ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
   EXPECT_TRUE(ListPrefix(base_, "locks/")->empty()) << "prune leaves stale locks behind";
   ExpectVerifies("after pruning with stale locks");
+}
+
+// A holder rewrites its lock with its clock's time while it runs, so that
+// other hosts do not take it for stale; the lock is gone once released.
+TEST_F(Concurrent, HolderRefreshesItsLock) {
+  FakeClock clock(std::chrono::seconds(1000),
+                  std::chrono::system_clock::time_point(std::chrono::seconds(kCreateWall)));
+  internal::LockTiming timing;
+  timing.refresh = std::chrono::seconds(1);
+  std::string key;
+  {
+    auto lock = internal::RepoLock::Acquire(*repo_, internal::LockKind::kCreate, clock, timing);
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    key = (*lock)->key();
+    EXPECT_TRUE(key.starts_with("locks/create-")) << key;
+    auto time_of = [&]() -> int64_t {
+      auto text = base_.Get(key);
+      if (!text.ok()) return -1;
+      auto j = ParseJson(*text, key);
+      return j.ok() ? j->value("time_unix", int64_t{-1}) : -1;
+    };
+    EXPECT_EQ(time_of(), kCreateWall);
+    clock.Advance(std::chrono::hours(1));
+    // Wait for the refresh (every second) to write the new time; bounded.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (time_of() != kCreateWall + 3600 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(time_of(), kCreateWall + 3600) << "the lock was not refreshed";
+  }
+  EXPECT_EQ(base_.Stat(key).status().code(), StatusCode::kNotFound) << "not released";
 }
 
 }  // namespace
