@@ -203,7 +203,7 @@ TYPED_TEST_P(BackupSuite, InterruptedBackupLeavesNothingAndResumes) {
   ASSERT_TRUE(repo0);
   FlakyStore flaky(*base);
   auto repo = this->MustOpen(flaky);
-  flaky.fail_after_puts = 4;
+  flaky.fail_after_puts = 5;  // the create's lock, then four chunks
   CreateOptions o;
   o.sources = {src.string()};
   o.parallelism = 1;

@@ -19,6 +19,7 @@
 #include "gantry/core/log.h"
 #include "gantry/core/text.h"
 #include "gantry/core/units.h"
+#include "lock.h"
 
 namespace gantry::backup {
 namespace {
@@ -270,7 +271,14 @@ Result<Manifest> CreateBackup(Repository& repo, const CreateOptions& options) {
   log::info("gantry backup: {} files ({}) in {} directories to back up", m.stats.files,
             FormatSize(scanner.total_bytes()), m.stats.dirs);
 
-  // 2. What the repository already has (an interrupted earlier run included).
+  // 2. A lock, before looking at what is stored: from the listing below on,
+  //    this backup relies on stored chunks that no manifest may reference
+  //    any more, and a prune must not collect them until the manifest is
+  //    written. Held until this function returns.
+  ASSIGN_OR_RETURN(auto lock,
+                   internal::RepoLock::Acquire(repo, internal::LockKind::kCreate, clock));
+
+  // 3. What the repository already has (an interrupted earlier run included).
   KnownChunks known;
   {
     ASSIGN_OR_RETURN(auto objects, ListPrefix(repo.store(), kChunkPrefix));
@@ -280,7 +288,7 @@ Result<Manifest> CreateBackup(Repository& repo, const CreateOptions& options) {
     }
   }
 
-  // 3. Chunk and upload, `parallelism` chunks in flight (bounded memory:
+  // 4. Chunk and upload, `parallelism` chunks in flight (bounded memory:
   //    2 x parallelism x max chunk size).
   const Chunker chunker(repo.config().chunker);
   const size_t max_bytes = chunker.params().max_bytes;
@@ -362,7 +370,7 @@ Result<Manifest> CreateBackup(Repository& repo, const CreateOptions& options) {
                                    " did not complete; no backup was recorded, re-run to resume");
   }
 
-  // 4. The manifest, last: until it exists, the backup does not.
+  // 5. The manifest, last: until it exists, the backup does not.
   ASSIGN_OR_RETURN(std::string object, repo.EncodeManifest(m.key, m.ToJson()));
   storage::PutOptions po;
   po.if_none_match = true;

@@ -241,6 +241,7 @@ Result<std::vector<Listing>> ListBackups(Repository& repo) {
       l.manifest = std::move(*m);
     } else {
       l.error = m.status().message();
+      l.error_code = m.status().code();
     }
     out.push_back(std::move(l));
   }

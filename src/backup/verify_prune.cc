@@ -8,6 +8,7 @@
 
 #include "gantry/backup/backup.h"
 #include "gantry/core/log.h"
+#include "lock.h"
 
 namespace gantry::backup {
 namespace {
@@ -116,6 +117,13 @@ Result<PruneResult> Prune(Repository& repo, const PruneOptions& options) {
   const int64_t start =
       std::chrono::duration_cast<std::chrono::seconds>(clock.WallNow().time_since_epoch()).count();
   const int64_t cutoff = start - options.gc_grace.count();
+  // Exclusive: a running create relies on chunks no manifest references yet
+  // (old ones it reuses without uploading them again), so the sweep below
+  // would take them from under it (see lock.h). A dry run changes nothing.
+  std::unique_ptr<internal::RepoLock> lock;
+  if (!options.dry_run) {
+    ASSIGN_OR_RETURN(lock, internal::RepoLock::Acquire(repo, internal::LockKind::kPrune, clock));
+  }
 
   // Chunks first: only chunks that exist now are candidates for deletion, so a
   // chunk uploaded after this listing is never touched.
@@ -128,6 +136,14 @@ Result<PruneResult> Prune(Repository& repo, const PruneOptions& options) {
     seen_keys.insert(l.key);
     if (!l.error.empty()) {
       result.unreadable.push_back(l.key);
+      const StatusCode c = l.error_code;
+      if (c != StatusCode::kDataLoss && c != StatusCode::kInvalidArgument &&
+          c != StatusCode::kPermissionDenied && c != StatusCode::kFailedPrecondition) {
+        // The store failed, not the manifest: telling the user to delete it
+        // would be wrong advice.
+        return Status(c, "reading manifest " + repo.url() + "/" + l.key + " failed (" + l.error +
+                             "); prune stopped before deleting anything, re-run it");
+      }
       return FailedPrecondition("manifest " + repo.url() + "/" + l.key + " cannot be read (" +
                                 l.error +
                                 "); prune does not know which chunks it needs and stops. Fix or "

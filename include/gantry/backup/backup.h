@@ -15,7 +15,17 @@
 //    symlink is an error naming the path.
 //  - Prune deletes manifests first, then only chunks that no remaining manifest
 //    references and that are older than the prune start minus a grace period
-//    (so chunks a concurrent backup has just uploaded survive).
+//    (so chunks a concurrent backup has just uploaded survive). A prune cut
+//    short anywhere (a crash, a failed Delete) leaves at worst unreferenced
+//    chunks; running it again completes it.
+//  - Create and prune exclude each other through lock objects (locks/): a
+//    create refuses to start while a prune runs, a prune while a create or
+//    another prune runs (FailedPrecondition naming the lock); locks of dead
+//    processes are ignored and removed by the next prune. Without this, a
+//    prune could delete old chunks that a running create reuses.
+//  - Tested by crashing create/prune/gc at every store call (crash_test.cc),
+//    SIGKILLing the real CLI (kill_integration_test.cc) and running each
+//    operation inside the other (lock_test.cc).
 //
 // Errors: NotFound (no repository, unknown backup id), FailedPrecondition /
 // PermissionDenied (missing or wrong key), InvalidArgument (bad options, a
@@ -111,6 +121,9 @@ struct Listing {
   std::string key;
   Manifest manifest;  // valid when error is empty
   std::string error;
+  // DataLoss for a corrupt manifest, PermissionDenied / FailedPrecondition for a
+  // key problem, the store's code (Unavailable, IoError, NotFound) when reading failed.
+  StatusCode error_code = StatusCode::kOk;
 };
 // All backups, oldest first.
 Result<std::vector<Listing>> ListBackups(Repository& repo);
@@ -208,7 +221,8 @@ struct PruneResult {
 };
 
 // InvalidArgument when the policy keeps nothing. Refuses (FailedPrecondition)
-// to collect garbage while any manifest is unreadable: its chunks are unknown.
+// to collect garbage while any manifest is unreadable: its chunks are unknown;
+// and to start while a create or another prune holds a lock (not with dry_run).
 Result<PruneResult> Prune(Repository& repo, const PruneOptions& options);
 
 }  // namespace gantry::backup

@@ -7,6 +7,7 @@
 //                                    encrypted, so names leak nothing)
 //   backups/<YYYYMMDDTHHMMSS.uuuuuuZ>-<id>.json  one manifest per backup (UTC, microseconds),
 //                                    written last
+//   locks/<create|prune>-<id>.json   held by a running create or prune (src/backup/lock.h)
 //
 // Chunk objects: one flags byte (bit 0 zstd, bit 1 encrypted) then the payload;
 // encrypted payloads are nonce(12) || AES-256-GCM ciphertext || tag(16) with the
