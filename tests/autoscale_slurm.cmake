@@ -6,7 +6,7 @@
 # node and runs; the idle node is suspended (POWERED_DOWN, its slurmd gone); both come back
 # for a second round. Missing Slurm, munge or gantry fails the test, never skips it.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "autoscale_slurm test skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the autoscale_slurm_e2e test")
   return()
 endif()
 add_test(NAME autoscale_slurm_e2e

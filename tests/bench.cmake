@@ -7,7 +7,7 @@
 #   bench_format_bad_input  bad flags and values: exit 2 with one line naming them
 #   bench_sweep_<c>_<n>     every collective, type and op on 2, 3 and 4 ranks checks clean
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "bench end-to-end tests skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the bench end-to-end tests bench_format_* and bench_sweep_*")
   return()
 endif()
 

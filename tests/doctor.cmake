@@ -2,7 +2,7 @@
 # IMDS served by tests/doctor_smoke.py, which checks the JSON report, the exit
 # codes and the table, and prints (never asserts) how long the run took.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "doctor_smoke test skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the doctor_smoke test")
   return()
 endif()
 

@@ -24,7 +24,7 @@
 # Missing redis-server, nginx or promtool fail the tests that need them, with the Debian
 # package to install (scripts/install-deps.sh), never skip them.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "gateway end-to-end tests skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the gateway end-to-end tests gateway_*")
   return()
 endif()
 

@@ -3,7 +3,7 @@
 # bad profile and the profile list, against a fake IMDS served by
 # tests/health_smoke.py, which prints (never asserts) how long the run took.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "health_smoke test skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the health_smoke test")
   return()
 endif()
 

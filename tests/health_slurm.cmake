@@ -5,7 +5,7 @@
 # pass, an admin's drain left alone, and --dry-run. Needs root (slurmd, scontrol update);
 # missing Slurm or munge fails the test with the package to install, never skips it.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "health_slurm test skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the health_slurm test")
   return()
 endif()
 

@@ -5,7 +5,7 @@
 # client killed with SIGKILL and resumed mid-workflow. Missing Slurm or munge fails
 # the test with the package to install, never skips it.
 if(NOT EXISTS /usr/bin/python3)
-  message(STATUS "jobs_slurm test skipped: /usr/bin/python3 not found")
+  gantry_tests_dropped("/usr/bin/python3 not found" "python3" "the jobs_slurm_e2e test")
   return()
 endif()
 add_test(NAME jobs_slurm_e2e

@@ -7,6 +7,13 @@
 # concurrently running tests from being bound to the same cores, and the
 # shared-memory BTL (vader) keeps everything on this machine.
 if(NOT GANTRY_HAVE_MPI)
+  if(GANTRY_WITH_MPI)
+    set(why "MPI (Open MPI) not found")
+  else()
+    set(why "MPI switched off (GANTRY_WITH_MPI=OFF)")
+  endif()
+  gantry_tests_dropped("${why}" "openmpi-bin libopenmpi-dev"
+                       "the MPI end-to-end tests mpi_* of tests/mpi.cmake")
   return()
 endif()
 

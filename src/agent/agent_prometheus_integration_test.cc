@@ -34,7 +34,6 @@ namespace {
 using ::testing::HasSubstr;
 
 using gantry::testing::FindTool;
-using gantry::testing::FreePort;
 
 // A child process with stdin from `stdin_path` (or /dev/null) and stdout +
 // stderr into `log_path`; killed (TERM, then KILL) when destroyed.
@@ -165,7 +164,11 @@ TEST_F(AgentPrometheusTest, PrometheusScrapesNodeAndGpuMetrics) {
   std::string prometheus = FindTool("prometheus");
   ASSERT_FALSE(prometheus.empty())
       << "prometheus not found: install the Debian package 'prometheus' (scripts/install-deps.sh)";
-  uint16_t prom_port = FreePort();
+  // Held for the test (Prometheus listens with SO_REUSEADDR): nothing else can
+  // take the port before Prometheus binds it, so the queries below reach it.
+  gantry::testing::ReservedPort reserved;
+  ASSERT_NE(reserved.port(), 0);
+  const uint16_t prom_port = reserved.port();
   std::string config = tmp_.path() + "/prometheus.yml";
   std::ofstream(config) << "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
                         << "scrape_configs:\n  - job_name: gantry\n    static_configs:\n"

@@ -297,6 +297,33 @@ TEST(AlertmanagerSink, FiringAlertsCarryEndsAtFourResendIntervalsAhead) {
   EXPECT_EQ(listener.requests().size(), 4u);
 }
 
+// The last sink of a Notifier, so that it sees every round of the loop after
+// the sinks before it: once it got Resend(T), every other sink was given
+// Resend(T) in that round and has finished it (posts are synchronous).
+class RoundWatch : public Sink {
+ public:
+  const std::string& name() const override { return name_; }
+  Status Send(const std::vector<Alert>&, int64_t) override { return Status::Ok(); }
+  std::chrono::milliseconds resend_interval() const override { return milliseconds(50); }
+  Status Resend(int64_t now_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ = now_ms;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  // Waits for a round at wall time `now_ms` or later.
+  bool WaitRound(int64_t now_ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return last_ >= now_ms; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t last_ = 0;
+  std::string name_ = "round-watch";
+};
+
 TEST(Notifier, RepostsFiringAlertsToAlertmanagerUntilResolved) {
   RecordingListener listener;
   SinkConfig cfg = WebhookConfig(listener.Url(""));
@@ -304,17 +331,42 @@ TEST(Notifier, RepostsFiringAlertsToAlertmanagerUntilResolved) {
   cfg.resend_interval = milliseconds(50);
   NotifyConfig nc;
   nc.sinks = {cfg};
-  auto n = Notifier::Create(nc);
+  FakeClock clock;  // wall time 1'800'000'000 s = 2027-01-15T08:00:00Z
+  auto watch = std::make_unique<RoundWatch>();
+  RoundWatch* w = watch.get();
+  std::vector<std::unique_ptr<Sink>> extra;
+  extra.push_back(std::move(watch));
+  auto n = Notifier::Create(nc, clock, std::move(extra));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
+  auto wall_ms = [&] {
+    return std::chrono::duration_cast<milliseconds>(clock.WallNow().time_since_epoch()).count();
+  };
   (*n)->Notify({CpuAlert("a")});
-  ASSERT_TRUE(listener.WaitFor(3)) << "no resends";
+  ASSERT_TRUE((*n)->Flush(seconds(10)));
+  ASSERT_EQ(listener.requests().size(), 1u);
+  EXPECT_EQ(Parse(listener.requests()[0].body)[0]["endsAt"], "2027-01-15T08:00:00.200Z");
+  // Rounds at the same time post nothing more; each resend interval on the
+  // clock, one more post of the firing alert with a later endsAt.
+  ASSERT_TRUE(w->WaitRound(wall_ms()));
+  EXPECT_EQ(listener.requests().size(), 1u);
+  clock.Advance(milliseconds(50));
+  ASSERT_TRUE(w->WaitRound(wall_ms())) << "no round of the notifier's loop";
+  ASSERT_EQ(listener.requests().size(), 2u);
+  EXPECT_EQ(Parse(listener.requests()[1].body)[0]["endsAt"], "2027-01-15T08:00:00.250Z");
+  clock.Advance(milliseconds(50));
+  ASSERT_TRUE(w->WaitRound(wall_ms()));
+  ASSERT_EQ(listener.requests().size(), 3u);
+
   (*n)->Notify({CpuAlert("a", false)});
   ASSERT_TRUE((*n)->Flush(seconds(10)));
-  size_t count = listener.requests().size();
+  ASSERT_EQ(listener.requests().size(), 4u);
   Json last = Parse(listener.requests().back().body);
   EXPECT_EQ(last[0]["endsAt"], "2027-01-15T08:01:00.000Z");
-  std::this_thread::sleep_for(milliseconds(300));
-  EXPECT_EQ(listener.requests().size(), count);
+  // Resolved: a round many resend intervals later (which posted above while
+  // the alert fired) posts nothing.
+  clock.Advance(seconds(10));
+  ASSERT_TRUE(w->WaitRound(wall_ms())) << "no round of the notifier's loop";
+  EXPECT_EQ(listener.requests().size(), 4u);
 }
 
 TEST(RunCommand, FeedsStdinSetsEnvAndReportsExit) {

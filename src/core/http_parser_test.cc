@@ -94,52 +94,82 @@ TEST(ParseRequestHead, Chunked) {
 }
 
 // Every one of these is a known request-smuggling or parser-confusion vector:
-// each must be refused, never interpreted.
+// each must be refused, never interpreted, and refused for its own reason (a
+// vector refused for an unrelated one, say a stray space, tests nothing). The
+// reason is what the server sends in the 400 body.
 TEST(ParseRequestHead, RejectsAmbiguousMessages) {
-  const char* bad[] = {
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
-      "chunked\r\n\r\n",
-      "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
-      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\n\tX: b\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-      "GET / HTTP/1.1\r\n\r\n",
-      "GET http://evil/ HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
-      "GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
-      "GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
-      "G\x7f T / HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /#frag HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n",
-      "GET / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n",
-      "GET /public/../private HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a/./b HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a/.. HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET //admin HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /v2/models/big-1//infer HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a%2Fb HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a/%2e%2E/b HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a%5cb HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a%00 HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n",
-      "GET /a% HTTP/1.1\r\nHost: a\r\n\r\n",
+  const std::string kTeAndCl = "Transfer-Encoding together with Content-Length";
+  const std::string kTwoCl = "conflicting Content-Length headers (a repeated one is refused)";
+  const std::string kBadCl = "bad Content-Length";
+  const std::string kBadTe = "unsupported Transfer-Encoding (only 'chunked' is accepted)";
+  const std::string kLine = "malformed request line";
+  const std::string kFold = "malformed header line: obsolete line folding";
+  const std::string kDot = "dot segment in request path";
+  const std::string kEmpty = "empty segment ('//') in request path";
+  const std::string kEncoded = "encoded '.', '/', '\\' or NUL in request path";
+  const std::string kPercent = "invalid percent-encoding in request path";
+  const struct {
+    std::string head, reason;
+  } bad[] = {
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+       kTeAndCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+       kTeAndCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", kTwoCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", kTwoCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n", kBadCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n", kBadCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\n", kBadCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", kBadCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n", kBadCl},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n", kBadTe},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n", kBadTe},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", kBadTe},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n",
+       "repeated Transfer-Encoding"},
+      {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+       "Transfer-Encoding in an HTTP/1.0 request"},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n",
+       "malformed header line: invalid name"},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", kFold},
+      {"GET / HTTP/1.1\r\nHost: a\r\n\tX: b\r\n\r\n", kFold},
+      {"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n",
+       "malformed header line: control character in the value"},
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "repeated Host header"},
+      {"GET / HTTP/1.1\r\n\r\n", "missing Host header"},
+      {"GET http://evil/ HTTP/1.1\r\nHost: a\r\n\r\n",
+       "request target must be an origin-form path such as /v1/models"},
+      {"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", kLine},
+      {"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+       "unsupported HTTP version (HTTP/1.0 and HTTP/1.1 only)"},
+      {"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", kLine},
+      {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", kLine},
+      // A DEL inside the method (the space after it would make this a
+      // malformed line instead: see the next one).
+      {"G\x7fT / HTTP/1.1\r\nHost: a\r\n\r\n", "invalid method"},
+      {"G\x7f T / HTTP/1.1\r\nHost: a\r\n\r\n", kLine},
+      {"GET /#frag HTTP/1.1\r\nHost: a\r\n\r\n", "fragment in request target"},
+      {"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", "malformed header line: no ':'"},
+      {"GET / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", "unsupported Expect value"},
+      {"GET /public/../private HTTP/1.1\r\nHost: a\r\n\r\n", kDot},
+      {"GET /a/./b HTTP/1.1\r\nHost: a\r\n\r\n", kDot},
+      {"GET /a/.. HTTP/1.1\r\nHost: a\r\n\r\n", kDot},
+      {"GET //admin HTTP/1.1\r\nHost: a\r\n\r\n", kEmpty},
+      {"GET /v2/models/big-1//infer HTTP/1.1\r\nHost: a\r\n\r\n", kEmpty},
+      {"GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n", "backslash in request path"},
+      {"GET /a%2Fb HTTP/1.1\r\nHost: a\r\n\r\n", kEncoded},
+      {"GET /a/%2e%2E/b HTTP/1.1\r\nHost: a\r\n\r\n", kEncoded},
+      {"GET /a%5cb HTTP/1.1\r\nHost: a\r\n\r\n", kEncoded},
+      {"GET /a%00 HTTP/1.1\r\nHost: a\r\n\r\n", kEncoded},
+      {"GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", kPercent},
+      {"GET /a% HTTP/1.1\r\nHost: a\r\n\r\n", kPercent},
   };
-  for (const char* b : bad) {
-    EXPECT_FALSE(Parse(b).ok()) << b;
+  for (const auto& b : bad) {
+    auto r = Parse(b.head);
+    ASSERT_FALSE(r.ok()) << b.head;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << b.head;
+    EXPECT_EQ(r.status().message(), b.reason) << b.head;
   }
 }
 

@@ -61,6 +61,33 @@ class TestServer {
   }
 
   uint16_t port() const { return port_; }
+  // One request of the test's own, answered like the probes (and counted in
+  // `hits`). The server accepts in order, so once it is answered every
+  // connection made before it has been counted. False when unanswered in 15 s.
+  bool RoundTrip() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port_);
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    const std::string req = "GET /test HTTP/1.1\r\nHost: t\r\n\r\n";
+    ok = ok && write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size());
+    std::string resp;
+    char buf[256];
+    while (ok) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 15'000) <= 0) {
+        ok = false;
+        break;
+      }
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) break;  // closed after the answer
+      resp.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return ok && resp.rfind("HTTP/1.1 ", 0) == 0;
+  }
   std::atomic<int> mode{kOk};
   std::atomic<int> hits{0};
   std::string last_request() {
@@ -249,13 +276,28 @@ TEST(HealthCheck, ConfigureChangesPathsAndStopsChecks) {
   b.mode = TestServer::k503;
   ASSERT_TRUE(WaitFor([&] { return !bal.Backend("b")->healthy; }));
   cfg.pools[0].health.enabled = false;
-  bal.Configure(cfg);
+  bal.Configure(cfg);  // joins the checker's thread: no probe starts after it
   EXPECT_TRUE(bal.Backend("b")->healthy);
-  std::this_thread::sleep_for(milliseconds(100));  // a connection accepted before the stop
+  // A probe connected before the stop may still wait in a server's accept
+  // queue; a connection of ours behind it, once answered, shows that it has
+  // been counted.
+  ASSERT_TRUE(a.RoundTrip());
+  ASSERT_TRUE(b.RoundTrip());
   int ha = a.hits, hb = b.hits;
-  std::this_thread::sleep_for(milliseconds(300));
-  EXPECT_EQ(a.hits, ha);
-  EXPECT_EQ(b.hits, hb);
+  // A checker that kept running would probe a and b as often as this one
+  // (same interval) probes c: several of its rounds go by, and then nothing
+  // but our own second round trip may have reached a and b.
+  TestServer c;
+  Balancer ref;
+  ref.Configure(
+      OnePool({Backend("c", "127.0.0.1", c.port())}, milliseconds(50), milliseconds(1000), 1, 1));
+  ASSERT_TRUE(WaitFor([&] { return c.hits >= 5; }));
+  ASSERT_TRUE(a.RoundTrip());
+  ASSERT_TRUE(b.RoundTrip());
+  EXPECT_EQ(a.hits, ha + 1);
+  EXPECT_EQ(b.hits, hb + 1);
+  ha = a.hits;
+  hb = b.hits;
 
   // And on again.
   cfg.pools[0].health.enabled = true;

@@ -1,4 +1,4 @@
-// Test-only: a redis-server child process on a free 127.0.0.1 port with its own
+// Test-only: a redis-server child process on a held 127.0.0.1 port with its own
 // temp dir and no persistence, for the Redis client and limiter integration
 // tests. Kill() with SIGSTOP/SIGCONT freezes and thaws it; the destructor
 // always kills it and removes the dir.
@@ -12,10 +12,15 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "testing/child_process.h"
 
 namespace gantry::gateway::testing {
 
@@ -26,7 +31,7 @@ class TestRedisServer {
     dir_ = std::filesystem::temp_directory_path() /
            ("gantry_redis_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     std::filesystem::create_directories(dir_);
-    port_ = FreePort();
+    port_ = reserved_.port();
   }
   ~TestRedisServer() {
     Stop();
@@ -36,17 +41,24 @@ class TestRedisServer {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
 
-  // Starts redis-server on port() and waits until it accepts connections.
+  // Starts redis-server on port() and waits until it listens there. port()
+  // is held (ReservedPort) for the server's lifetime, so no other process can
+  // take it, not even between a Kill and a restart. Ready means our
+  // redis-server logged that it accepts connections, not merely that
+  // something accepts them on that port; a server that exits instead is a
+  // failure, reported with its log.
   bool Start() {
+    std::error_code ec;
+    std::uintmax_t log_from = std::filesystem::file_size(log_path(), ec);
+    if (ec) log_from = 0;
     pid_ = ::fork();
     if (pid_ == 0) {
       if (::chdir(dir_.c_str()) != 0) ::_exit(126);
       const std::string port = std::to_string(port_);
-      const std::string log = (dir_ / "redis.log").string();
-      std::vector<const char*> argv = {"redis-server", "--port",       port.c_str(),
-                                       "--bind",       "127.0.0.1",    "--save",
-                                       "",             "--appendonly", "no",
-                                       "--logfile",    log.c_str()};
+      const std::string log = log_path().string();
+      std::vector<const char*> argv = {"redis-server", "--port",    port.c_str(), "--bind",
+                                       "127.0.0.1",    "--save",    "",           "--appendonly",
+                                       "no",           "--logfile", log.c_str()};
       if (!requirepass_.empty()) {
         argv.push_back("--requirepass");
         argv.push_back(requirepass_.c_str());
@@ -55,10 +67,26 @@ class TestRedisServer {
       ::execvp("redis-server", const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
-    for (int i = 0; i < 500; ++i) {
-      if (CanConnect()) return true;
+    if (pid_ < 0) return false;
+    // Up to 30 s: redis-server starts in milliseconds, but not always on a
+    // loaded machine.
+    for (int i = 0; i < 3000; ++i) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        std::fprintf(stderr, "redis-server on port %d exited (status %d); its log:\n%s\n", port_,
+                     st, ReadLog(log_from).c_str());
+        return false;
+      }
+      if (ReadLog(log_from).find("Ready to accept connections") != std::string::npos &&
+          CanConnect()) {
+        return true;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    std::fprintf(stderr, "redis-server on port %d not ready within 30 s; its log:\n%s\n", port_,
+                 ReadLog(log_from).c_str());
+    Stop();
     return false;
   }
   void Kill(int sig = SIGKILL) {
@@ -73,17 +101,14 @@ class TestRedisServer {
   void Stop() { Kill(SIGKILL); }
 
  private:
-  static int FreePort() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
+  std::filesystem::path log_path() const { return dir_ / "redis.log"; }
+  std::string ReadLog(std::uintmax_t from) const {
+    std::ifstream in(log_path(), std::ios::binary);
+    if (!in) return "";
+    in.seekg(static_cast<std::streamoff>(from));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
   }
   bool CanConnect() const {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -98,6 +123,7 @@ class TestRedisServer {
   std::string requirepass_;
   static inline int counter_ = 0;
   std::filesystem::path dir_;
+  gantry::testing::ReservedPort reserved_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

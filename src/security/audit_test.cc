@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -453,32 +456,101 @@ TEST_F(AuditTest, FlushMakesEverythingVerifiableWhileOpen) {
 
 // Group commit: the writer lingers for batch_delay_s after the first waiting
 // record, unless batch_records are waiting (written at once) or a Flush asks.
+// on_written shows each write() as the writer makes it; the first one is held
+// until released, so that records appended meanwhile are waiting when the
+// writer turns to the queue again.
 TEST_F(AuditTest, GroupCommitWritesFullBatchesAtOnceAndFlushSkipsTheDelay) {
   AuditOptions o = Options("group.jsonl");
   o.checkpoint_every = 0;
+  o.checkpoint_interval_s = 0;
   o.batch_delay_s = 60;  // longer than the test: only a full batch or a Flush writes
   o.batch_records = 5;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> writes;
+  bool released = false;
+  o.on_written = [&](std::string_view lines) {
+    std::unique_lock<std::mutex> lock(mu);
+    writes.emplace_back(lines);
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  };
   auto log = AuditLog::Open(o);
   ASSERT_TRUE(log.ok());
   for (int i = 0; i < 5; ++i) (*log)->Append(R"({"i":)" + std::to_string(i) + "}");
-  size_t lines = 0;
-  for (int i = 0; i < 400 && lines < 5; ++i) {  // up to 20 s on a loaded machine
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    lines = ReadLines(o.path).size();
+  {
+    // A full batch is written without waiting for the delay (the test would
+    // otherwise wait for 60 s and fail here).
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return !writes.empty(); }));
   }
-  EXPECT_EQ(lines, 5u);
+  // Two records, fewer than a batch, arrive while the writer is busy.
   (*log)->Append(R"({"i":5})");
   (*log)->Append(R"({"i":6})");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(ReadLines(o.path).size(), 5u);  // lingering: nothing else can write them
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  // The Flush skips the delay: it returns with the two records written in
+  // one write together with its checkpoint (that the writer lingers at all is
+  // PartialBatchIsWrittenNoEarlierThanTheDelay).
   ASSERT_TRUE((*log)->Flush().ok());
+  std::vector<std::vector<std::string>> split;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& w : writes) {
+      std::vector<std::string> lines;
+      std::istringstream in(w);
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+      split.push_back(std::move(lines));
+    }
+  }
+  ASSERT_EQ(split.size(), 2u);
+  ASSERT_EQ(split[0].size(), 5u);  // the full batch, in one write
+  for (const std::string& l : split[0]) EXPECT_FALSE(IsCheckpoint(l)) << l;
+  ASSERT_EQ(split[1].size(), 3u);
+  EXPECT_NE(split[1][0].find(R"("i":5)"), std::string::npos) << split[1][0];
+  EXPECT_NE(split[1][1].find(R"("i":6)"), std::string::npos) << split[1][1];
+  EXPECT_TRUE(IsCheckpoint(split[1][2]));
   auto all = ReadLines(o.path);
   ASSERT_EQ(all.size(), 8u);  // 7 records and the flush's checkpoint
-  EXPECT_TRUE(IsCheckpoint(all.back()));
   AuditVerifyReport r = Verify(o.path);
   EXPECT_TRUE(r.ok) << r.reason;
   EXPECT_EQ(r.records, 7u);
   ASSERT_TRUE((*log)->Close().ok());
+}
+
+// A partial batch is written batch_delay_s after the writer saw its first
+// record, so never earlier than that after the Append (a slow machine only
+// makes the write later: this lower bound holds however loaded it is).
+TEST_F(AuditTest, PartialBatchIsWrittenNoEarlierThanTheDelay) {
+  AuditOptions o = Options("linger.jsonl");
+  o.checkpoint_every = 0;
+  o.checkpoint_interval_s = 0;
+  o.batch_delay_s = 0.3;
+  o.batch_records = 1000;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<std::chrono::steady_clock::time_point> written_at;
+  o.on_written = [&](std::string_view) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!written_at) written_at = std::chrono::steady_clock::now();
+    cv.notify_all();
+  };
+  auto log = AuditLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  const auto appended = std::chrono::steady_clock::now();
+  (*log)->Append(R"({"i":0})");
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return written_at.has_value(); }))
+        << "the record was never written";
+    EXPECT_GE(*written_at - appended, std::chrono::milliseconds(300))
+        << "a partial batch was written before batch_delay_s";
+  }
+  ASSERT_TRUE((*log)->Close().ok());
+  EXPECT_EQ(ReadLines(o.path).size(), 2u);  // the record and Close's checkpoint
 }
 
 TEST_F(AuditTest, BatchDelayOutOfRangeIsRefused) {

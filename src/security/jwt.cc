@@ -555,6 +555,11 @@ Result<JwtClaims> JwtVerifier::Verify(std::string_view token, int64_t now_unix) 
   return std::move(c.claims);
 }
 
+size_t JwtVerifier::cached_tokens() const {
+  std::lock_guard<std::mutex> lock(impl_->cache_mu);
+  return impl_->cache.size();
+}
+
 Result<std::string> SignJwt(std::string_view alg_name, std::string_view key_material,
                             std::string_view kid, const nlohmann::json& claims) {
   Alg alg;

@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "gantry/security/crypto.h"
@@ -325,11 +326,29 @@ TEST(JwtTest, CacheIsBounded) {
   JwtOptions o = Options();
   o.cache_size = 8;
   auto v = Verifier(o);
+  std::vector<std::string> tokens;
   for (int i = 0; i < 100; ++i) {
     Json c = Claims();
     c["jti"] = i;
-    EXPECT_EQ(Reason(*v, Sign("HS256", "k1", c)), "ok");
+    tokens.push_back(Sign("HS256", "k1", c));
+    EXPECT_EQ(Reason(*v, tokens.back()), "ok");
+    EXPECT_EQ(v->cached_tokens(), std::min<size_t>(i + 1, 8)) << "after token " << i;
   }
+  // A hit adds nothing; a token evicted long ago comes back in place of another.
+  EXPECT_EQ(Reason(*v, tokens.back()), "ok");
+  EXPECT_EQ(Reason(*v, tokens.front()), "ok");
+  EXPECT_EQ(v->cached_tokens(), 8u);
+  // Refused tokens are never cached.
+  std::string forged = tokens[5];
+  forged[forged.size() - 3] = forged[forged.size() - 3] == 'A' ? 'B' : 'A';
+  auto fresh = Verifier(o);
+  EXPECT_EQ(Reason(*fresh, forged), "bad_signature");
+  EXPECT_EQ(fresh->cached_tokens(), 0u);
+
+  o.cache_size = 0;  // disabled
+  auto off = Verifier(o);
+  EXPECT_EQ(Reason(*off, tokens[0]), "ok");
+  EXPECT_EQ(off->cached_tokens(), 0u);
 }
 
 TEST(JwtTest, ConcurrentVerify) {

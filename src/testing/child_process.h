@@ -47,6 +47,39 @@ inline uint16_t FreePort() {
   return port;
 }
 
+// A 127.0.0.1 port held for the object's lifetime by a socket that is bound
+// with SO_REUSEADDR and never listens. A server that sets SO_REUSEADDR itself
+// (redis-server, nginx, Go's net.Listen: prometheus) can still listen on it,
+// while no other process can take the port: not between picking it and the
+// server's bind (the race of FreePort()), nor while the server is down
+// between a kill and a restart.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port_ = ntohs(a.sin_port);
+    }
+  }
+  ~ReservedPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  uint16_t port() const { return port_; }  // 0 when nothing could be bound
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
 // True once something accepts TCP connections on 127.0.0.1:port.
 inline bool Listening(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -61,10 +61,35 @@ def gantry_path():
 
 
 def free_port():
-    """A port that was free a moment ago (bind 0, close). Small race, fine for tests."""
+    """A port that was free a moment ago (bind 0, close): another process may take it
+    before a server binds it. Services here use reserved_port() instead."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def reserved_port():
+    """(socket, port): a 127.0.0.1 port held by a socket that is bound with SO_REUSEADDR
+    and never listens. A server that sets SO_REUSEADDR itself (redis-server, nginx) can
+    listen on it, while no other process can take it: neither before the server binds
+    it nor while the server is down between a kill and a restart. Keep the socket for
+    as long as the port is in use."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+_DEAD = []  # the sockets behind dead_port(), held for the life of the process
+
+
+def dead_port():
+    """A 127.0.0.1 port that refuses connections for as long as this process runs (bound,
+    never listening, so no other process can start listening there meanwhile)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    _DEAD.append(s)
+    return s.getsockname()[1]
 
 
 def wait_port(port, timeout=10.0, proc=None, what="server"):
@@ -190,6 +215,10 @@ class Service:
         if self.proc is not None:
             self.proc.stop()
             self.proc = None
+        held = getattr(self, "held", None)
+        if held is not None:
+            held.close()
+            self.held = None
         if self.own_tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -202,12 +231,14 @@ class Redis(Service):
     def __init__(self, tmpdir=None, port=None):
         super().__init__(tmpdir)
         self.port = port
+        self.held = None  # the reserved_port() socket when the port was picked here
 
     def start(self):
-        """Starts on `port` (a free one the first time); start() after kill() restarts on
-        the same port, as a Redis coming back would."""
+        """Starts on `port` (a reserved one the first time, held until stop()); start()
+        after kill() restarts on the same port, as a Redis coming back would."""
         exe = need_tool("redis-server", "redis-server")
-        self.port = self.port or free_port()
+        if not self.port:
+            self.held, self.port = reserved_port()
         d = os.path.join(self.tmp, "redis-%d" % self.port)
         os.makedirs(d, exist_ok=True)
         self.proc = Proc("redis-%d" % self.port,
@@ -283,10 +314,12 @@ class Nginx(Service):
         self.body = body
         self.conf_text = conf
         self.port = port
+        self.held = None  # the reserved_port() socket when the port was picked here
 
     def start(self):
         exe = need_tool("nginx", "nginx-light")
-        self.port = self.port or free_port()
+        if not self.port:
+            self.held, self.port = reserved_port()
         prefix = os.path.join(self.tmp, "nginx-%d" % self.port)
         os.makedirs(prefix, exist_ok=True)
         conf = self.conf_text or NGINX_STATIC_CONF.format(
@@ -295,10 +328,26 @@ class Nginx(Service):
         self.conf_path = os.path.join(prefix, "nginx.conf")
         with open(self.conf_path, "w") as f:
             f.write(conf)
+        pid_file = os.path.join(prefix, "nginx.pid")
+        try:
+            os.unlink(pid_file)  # a killed nginx's
+        except FileNotFoundError:
+            pass
         self.proc = Proc("nginx-%d" % self.port,
                          [exe, "-p", prefix, "-c", self.conf_path, "-e",
                           os.path.join(prefix, "error.log")], log_dir=self.tmp)
         try:
+            if self.conf_text is None:
+                # nginx writes its pid file once it holds its listening socket: a connect
+                # before that could reach whatever else listens there.
+                deadline = time.monotonic() + 15
+                while not os.path.exists(pid_file):
+                    if self.proc.proc.poll() is not None:
+                        raise RuntimeError("nginx exited with %s before listening on %d" %
+                                           (self.proc.proc.returncode, self.port))
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("nginx wrote no pid file within 15 s")
+                    time.sleep(0.05)
             wait_port(self.port, 10, self.proc.proc, "nginx")
         except RuntimeError as e:
             err = ""

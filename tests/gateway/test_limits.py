@@ -246,7 +246,7 @@ def test_redis_down_fail_closed_503(fresh_gateways, model):
     g = fresh_gateways
     state = os.path.join(g.tmp, "c.db")
     key = fx.create_key(state, "u", "user")["key"]
-    dead = "127.0.0.1:%d" % fx.free_port()
+    dead = "127.0.0.1:%d" % fx.dead_port()
     gw = g.start(shared_config(g.tmp, model, state, dead, timeout="100ms", mode="closed"),
                  "gw-closed")
     r = chat(gw, key, timeout=10)

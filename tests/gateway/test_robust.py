@@ -5,7 +5,6 @@ error bodies."""
 
 import json
 import os
-import time
 
 import pytest
 
@@ -72,11 +71,19 @@ def check_no_crossed_responses(gw, n=12):
             "response %d belongs to another request: %r" % (i, r.body[:200]))
 
 
+def wait_backend_idle(env, what):
+    """Waits until the model server has finished every request (answered, or failed to
+    write to a connection the gateway dropped): any late bytes are then on the gateway's
+    side of its upstream connections, where they must not reach a later client."""
+    fx.wait_until(lambda: env["model"].stats()["in_flight"] == 0, timeout=30,
+                  what="model server idle after " + what)
+
+
 def test_no_stale_response_after_upstream_timeout(env):
     gw = env["gw"]
     r = chat(gw, k(env), headers={"x-test-latency-ms": "1500"})  # upstream_timeout 1s
     assert r.status == 504, r
-    time.sleep(0.7)  # the late answer reaches the gateway's side of that connection
+    wait_backend_idle(env, "the timed-out request")  # its late answer was sent
     check_no_crossed_responses(gw)
 
 
@@ -95,7 +102,7 @@ def test_no_stale_response_after_client_abort(env):
                b"x-test-latency-ms: 300\r\nContent-Length: %d\r\n\r\n%s" %
                (k(env).encode(), len(body), body))
         c.close()  # before the answer
-    time.sleep(0.5)
+    wait_backend_idle(env, "the aborted requests")
     check_no_crossed_responses(gw)
 
 

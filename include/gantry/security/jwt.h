@@ -118,6 +118,9 @@ class JwtVerifier {
   // none yet). With a key_provider an unknown kid asks it to refresh once.
   Result<JwtClaims> Verify(std::string_view token, int64_t now_unix) const;
 
+  // Verified tokens held in the cache now (at most options.cache_size).
+  size_t cached_tokens() const;
+
  private:
   struct Impl;
   explicit JwtVerifier(std::unique_ptr<Impl> impl);
