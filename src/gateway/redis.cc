@@ -56,7 +56,68 @@ RedisReply Convert(const redisReply* r) {
   return out;
 }
 
+// The default hiredis createArray, and one that refuses oversized counts
+// (returning null makes hiredis fail the read with "Out of memory").
+using CreateArrayFn = decltype(redisReplyObjectFunctions::createArray);
+
+CreateArrayFn DefaultCreateArray() {
+  static const CreateArrayFn fn = [] {
+    redisReader* r = redisReaderCreate();
+    CreateArrayFn f = r != nullptr ? r->fn->createArray : nullptr;
+    if (r != nullptr) redisReaderFree(r);
+    return f;
+  }();
+  return fn;
+}
+
+template <typename N>
+void* BoundedCreateArray(const redisReadTask* task, N elements) {
+  if (static_cast<int64_t>(elements) > RespReader::kMaxElements) return nullptr;
+  return DefaultCreateArray()(task, elements);
+}
+
+redisReplyObjectFunctions* BoundedFunctions() {
+  static redisReplyObjectFunctions fns = [] {
+    redisReplyObjectFunctions f{};
+    redisReader* r = redisReaderCreate();
+    if (r != nullptr) {
+      f = *r->fn;
+      redisReaderFree(r);
+    }
+    f.createArray = &BoundedCreateArray;
+    return f;
+  }();
+  return &fns;
+}
+
 }  // namespace
+
+RespReader::RespReader() : reader_(redisReaderCreateWithFunctions(BoundedFunctions())) {}
+
+RespReader::~RespReader() {
+  if (reader_) redisReaderFree(reader_);
+}
+
+Status RespReader::Feed(std::string_view bytes) {
+  if (reader_ == nullptr) return DataLoss("redis reply reader: out of memory");
+  if (redisReaderFeed(reader_, bytes.data(), bytes.size()) != REDIS_OK) {
+    return DataLoss(std::string("bad reply from redis: ") + reader_->errstr);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<RedisReply>> RespReader::Next() {
+  if (reader_ == nullptr) return DataLoss("redis reply reader: out of memory");
+  void* raw = nullptr;
+  if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+    return DataLoss(std::string("bad reply from redis: ") + reader_->errstr);
+  }
+  if (raw == nullptr) return std::optional<RedisReply>();
+  auto* r = static_cast<redisReply*>(raw);
+  std::optional<RedisReply> out(Convert(r));
+  freeReplyObject(r);
+  return out;
+}
 
 std::string RedisReply::ToString() const {
   switch (type) {
@@ -96,9 +157,6 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
       : io(io_), opt(std::move(opt_)), socket(io_), retry_timer(io_), connect_timer(io_) {
     if (opt.timeout_s <= 0) opt.timeout_s = 0.02;
   }
-  ~Impl() {
-    if (reader) redisReaderFree(reader);
-  }
 
   asio::io_context& io;
   RedisOptions opt;
@@ -110,7 +168,7 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
   std::string out;          // encoded commands not yet handed to the socket
   bool write_in_flight = false;
   std::deque<std::shared_ptr<Waiter>> pending;  // queued or sent, reply order
-  redisReader* reader = nullptr;
+  std::unique_ptr<RespReader> reader;
   std::array<char, 16384> rbuf{};
   SteadyClock::time_point last_read{};
   std::chrono::milliseconds backoff = kMinBackoff;
@@ -162,8 +220,7 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
     if (ec) return ConnectFailed(gen, ec);
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    if (reader) redisReaderFree(reader);
-    reader = redisReaderCreate();
+    reader = std::make_unique<RespReader>();
     state = kUp;
     backoff = kMinBackoff;
     last_read = SteadyClock::now();
@@ -272,27 +329,20 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
       if (self->generation != gen || self->state != kUp) return;
       if (ec) return self->Disconnect("read failed: " + ec.message());
       self->last_read = SteadyClock::now();
-      if (redisReaderFeed(self->reader, self->rbuf.data(), n) != REDIS_OK) {
-        return self->Disconnect("bad reply from redis");
+      if (Status fed = self->reader->Feed(std::string_view(self->rbuf.data(), n)); !fed.ok()) {
+        return self->Disconnect(fed.message());
       }
       for (;;) {
-        void* raw = nullptr;
-        if (redisReaderGetReply(self->reader, &raw) != REDIS_OK) {
-          return self->Disconnect("bad reply from redis");
-        }
-        if (raw == nullptr) break;
-        auto* r = static_cast<redisReply*>(raw);
-        if (self->pending.empty()) {
-          freeReplyObject(r);
-          return self->Disconnect("reply without a command");
-        }
+        Result<std::optional<RedisReply>> reply = self->reader->Next();
+        if (!reply.ok()) return self->Disconnect(reply.status().message());
+        if (!reply->has_value()) break;
+        if (self->pending.empty()) return self->Disconnect("reply without a command");
         auto w = std::move(self->pending.front());
         self->pending.pop_front();
         if (w->timer && !w->abandoned && !w->result) {
-          w->result.emplace(Convert(r));
+          w->result.emplace(std::move(**reply));
           w->timer->cancel();
         }
-        freeReplyObject(r);
       }
       self->StartRead(gen);
     });
