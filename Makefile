@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz format check-format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz fuzz-build format check-format clean
 
 all: build
 
@@ -54,14 +54,23 @@ bench-agent: build
 bench-storage: build
 	BUILD_DIR=$(BUILD) bash bench/storage.sh
 
-# libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS.
+# libFuzzer targets of every parser, built with clang, each run for FUZZ_SECONDS
+# on a temporary copy of its corpus fuzz/corpus/<target>/ (scripts/fuzz.sh; new
+# inputs never land in the working tree). `make test` replays every corpus and
+# fuzz/regressions/<target>/ through the same entry points (<target>_replay).
 FUZZ_SECONDS ?= 30
-FUZZERS := fuzz_units fuzz_config fuzz_ckpt_format fuzz_http_parser fuzz_gateway_sniff fuzz_security_jwt fuzz_advise fuzz_health_profile fuzz_drift_readers fuzz_storage_parsers fuzz_scheduled_events fuzz_agent_config fuzz_backup_manifest fuzz_registry_statement fuzz_gateway_anomaly fuzz_assess_arm fuzz_jobs_workflow fuzz_autoscale_hostlist
-fuzz: deps
+FUZZERS := fuzz_units fuzz_config fuzz_ckpt_format fuzz_http_parser fuzz_gateway_sniff fuzz_security_jwt \
+  fuzz_advise fuzz_health_profile fuzz_drift_readers fuzz_storage_parsers fuzz_scheduled_events \
+  fuzz_agent_config fuzz_backup_manifest fuzz_registry_statement fuzz_gateway_anomaly fuzz_assess_arm \
+  fuzz_jobs_workflow fuzz_autoscale_hostlist fuzz_imds fuzz_health_scontrol fuzz_gateway_config \
+  fuzz_gateway_resp fuzz_gateway_admin fuzz_registry_http
+fuzz: deps fuzz-build
+	FUZZ_ALL=1 FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh build/fuzz/bin $(FUZZERS)
+
+fuzz-build:
 	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGANTRY_FUZZ=ON -DGANTRY_WITH_CUDA=OFF
 	cmake --build build/fuzz -j $(JOBS) --target $(FUZZERS)
-	for f in $(FUZZERS); do build/fuzz/bin/$$f -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 check-format:
 	bash scripts/check-format.sh

@@ -112,7 +112,7 @@ endif()
 message(STATUS "Gantry ${PROJECT_VERSION} features: MPI=${GANTRY_HAVE_MPI} CUDA=${GANTRY_HAVE_CUDA} "
                "NCCL=${GANTRY_HAVE_NCCL} Python=${GANTRY_HAVE_PYTHON} Gloo=${GANTRY_HAVE_GLOO} "
                "NUMA=${GANTRY_HAVE_NUMA} ccache=${GANTRY_CCACHE} native=${GANTRY_NATIVE} "
-               "sanitize=${GANTRY_SANITIZE}")
+               "sanitize=${GANTRY_SANITIZE} tsan=${GANTRY_TSAN}")
 
 foreach(f MPI CUDA NCCL PYTHON NUMA)
   if(GANTRY_HAVE_${f})

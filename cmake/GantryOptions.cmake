@@ -3,7 +3,14 @@
 option(GANTRY_NATIVE "Tune for the build machine (-march=native); Gantry is built where it runs" ON)
 option(GANTRY_WERROR "Treat warnings as errors" OFF)
 option(GANTRY_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(GANTRY_TSAN "Build with ThreadSanitizer (the `tsan` preset; not with GANTRY_SANITIZE)" OFF)
 option(GANTRY_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+if(GANTRY_TSAN AND GANTRY_SANITIZE)
+  message(FATAL_ERROR "GANTRY_TSAN and GANTRY_SANITIZE (ASan) cannot be combined")
+endif()
+if(GANTRY_FUZZ AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  message(FATAL_ERROR "GANTRY_FUZZ needs clang (configure with CC=clang CXX=clang++)")
+endif()
 
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
@@ -27,4 +34,10 @@ if(GANTRY_SANITIZE)
   target_compile_options(gantry_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
   target_link_options(gantry_options INTERFACE -fsanitize=address,undefined)
+endif()
+if(GANTRY_TSAN)
+  # Suppressions for third-party reports only: .ci/tsan.supp (TSAN_OPTIONS).
+  target_compile_options(gantry_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=thread -fno-omit-frame-pointer>)
+  target_link_options(gantry_options INTERFACE -fsanitize=thread)
 endif()

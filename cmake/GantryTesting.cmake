@@ -57,3 +57,34 @@ function(gantry_module_sources var)
   endforeach()
   set(${var} ${out} PARENT_SCOPE)
 endfunction()
+
+# gantry_add_fuzzer(NAME <fuzz_name> FUZZER <x_fuzz.cc> [SOURCES <files...>]
+#                   [LIBS <targets...>] [REPLAY_LIBS <targets...>] [INCLUDES <dirs...>])
+# One libFuzzer entry point, built two ways:
+# - with -DGANTRY_FUZZ=ON (clang, `make fuzz`): the libFuzzer binary <fuzz_name>
+#   from FUZZER plus SOURCES (the parsers, compiled here so that they carry
+#   coverage instrumentation and ASan/UBSan) linked with LIBS;
+# - otherwise (any compiler, `make test`): <fuzz_name>_replay, FUZZER with the
+#   standalone driver src/testing/fuzz_replay_main.cc linked with REPLAY_LIBS
+#   (the module libraries), and the ctest <fuzz_name>_replay (label unit)
+#   that runs every input of fuzz/corpus/<fuzz_name>/ and
+#   fuzz/regressions/<fuzz_name>/ once. An empty or missing corpus fails.
+function(gantry_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;FUZZER" "SOURCES;LIBS;REPLAY_LIBS;INCLUDES" ${ARGN})
+  if(GANTRY_FUZZ)
+    add_executable(${F_NAME} ${F_FUZZER} ${F_SOURCES})
+    target_compile_options(${F_NAME} PRIVATE
+      -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+    target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_include_directories(${F_NAME} PRIVATE ${F_INCLUDES})
+    target_link_libraries(${F_NAME} PRIVATE ${F_LIBS} gantry_options)
+  else()
+    add_executable(${F_NAME}_replay ${F_FUZZER} ${CMAKE_SOURCE_DIR}/src/testing/fuzz_replay_main.cc)
+    target_include_directories(${F_NAME}_replay PRIVATE ${F_INCLUDES})
+    target_link_libraries(${F_NAME}_replay PRIVATE ${F_REPLAY_LIBS} gantry_options)
+    add_test(NAME ${F_NAME}_replay
+             COMMAND ${F_NAME}_replay ${CMAKE_SOURCE_DIR}/fuzz/corpus/${F_NAME}
+                     --optional ${CMAKE_SOURCE_DIR}/fuzz/regressions/${F_NAME})
+    set_tests_properties(${F_NAME}_replay PROPERTIES LABELS unit TIMEOUT 300)
+  endif()
+endfunction()

@@ -65,6 +65,10 @@ void RepublishKeys(Shared& shared) {
   }
 }
 
+// The longest key lifetime or rotation grace the API accepts (100 years): now +
+// a larger value could overflow int64 seconds.
+constexpr int64_t kMaxSeconds = int64_t{100} * 365 * 24 * 3600;
+
 Result<json> ParseBody(std::string_view body) {
   if (body.empty()) return json::object();
   json j = json::parse(body, nullptr, false);
@@ -405,9 +409,11 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
       std::string role = j->contains("role") ? (*j)["role"].get<std::string>() : "";
       int64_t expires_in = 0;
       if (j->contains("expires_in_s")) {
-        if (!(*j)["expires_in_s"].is_number_integer() || (*j)["expires_in_s"].get<int64_t>() < 0) {
+        const json& v = (*j)["expires_in_s"];
+        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > kMaxSeconds) ||
+            v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxSeconds) {
           return ErrorResponse(400, "invalid_request",
-                               "expires_in_s must be a non-negative integer");
+                               fmt::format("expires_in_s must be an integer 0-{}", kMaxSeconds));
         }
         expires_in = (*j)["expires_in_s"].get<int64_t>();
       }
@@ -447,8 +453,11 @@ LocalResponse HandleAdmin(Shared& shared, const Runtime& rt, const Identity& who
       if (!j.ok()) return FromStatus(j.status());
       int64_t grace = 0;
       if (j->contains("grace_s")) {
-        if (!(*j)["grace_s"].is_number_integer()) {
-          return ErrorResponse(400, "invalid_request", "grace_s must be an integer");
+        const json& v = (*j)["grace_s"];
+        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > kMaxSeconds) ||
+            v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxSeconds) {
+          return ErrorResponse(400, "invalid_request",
+                               fmt::format("grace_s must be an integer 0-{}", kMaxSeconds));
         }
         grace = (*j)["grace_s"].get<int64_t>();
       }

@@ -1015,8 +1015,10 @@ Status Balancer::SetRolloutWeights(std::string_view rollout,
   std::map<std::string, uint32_t> given;
   uint64_t sum = 0;
   for (const auto& [name, w] : weights) {
+    // Not captured as `name`: clang before 16 cannot capture structured bindings.
+    const std::string& pool_name = name;
     bool known = std::any_of(rs.configured.begin(), rs.configured.end(),
-                             [&](const auto& c) { return c.first == name; });
+                             [&](const auto& c) { return c.first == pool_name; });
     if (!known) {
       return InvalidArgument(
           fmt::format("rollout '{}' has no pool '{}' (its pools: {})", rollout, name, pools));

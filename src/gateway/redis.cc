@@ -26,61 +26,7 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kMinBackoff{50};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
-RedisReply Convert(const redisReply* r) {
-  RedisReply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::kString;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::kStatus;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = RedisReply::Type::kError;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::kInteger;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::kArray;
-      out.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
-      break;
-    default:
-      out.type = RedisReply::Type::kNil;
-  }
-  return out;
-}
-
 }  // namespace
-
-std::string RedisReply::ToString() const {
-  switch (type) {
-    case Type::kNil:
-      return "(nil)";
-    case Type::kString:
-      return "\"" + str + "\"";
-    case Type::kStatus:
-      return str;
-    case Type::kError:
-      return "(error) " + str;
-    case Type::kInteger:
-      return "(integer) " + std::to_string(integer);
-    case Type::kArray: {
-      std::string s = "[";
-      for (size_t i = 0; i < elements.size(); ++i) {
-        if (i) s += ", ";
-        s += elements[i].ToString();
-      }
-      return s + "]";
-    }
-  }
-  return "?";
-}
 
 // One command waiting for its reply. `timer` is null for fire-and-forget commands.
 struct Waiter {
@@ -96,9 +42,6 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
       : io(io_), opt(std::move(opt_)), socket(io_), retry_timer(io_), connect_timer(io_) {
     if (opt.timeout_s <= 0) opt.timeout_s = 0.02;
   }
-  ~Impl() {
-    if (reader) redisReaderFree(reader);
-  }
 
   asio::io_context& io;
   RedisOptions opt;
@@ -110,7 +53,7 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
   std::string out;          // encoded commands not yet handed to the socket
   bool write_in_flight = false;
   std::deque<std::shared_ptr<Waiter>> pending;  // queued or sent, reply order
-  redisReader* reader = nullptr;
+  std::unique_ptr<RespReader> reader;
   std::array<char, 16384> rbuf{};
   SteadyClock::time_point last_read{};
   std::chrono::milliseconds backoff = kMinBackoff;
@@ -162,8 +105,7 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
     if (ec) return ConnectFailed(gen, ec);
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    if (reader) redisReaderFree(reader);
-    reader = redisReaderCreate();
+    reader = std::make_unique<RespReader>();
     state = kUp;
     backoff = kMinBackoff;
     last_read = SteadyClock::now();
@@ -272,27 +214,20 @@ struct RedisConnection::Impl : std::enable_shared_from_this<RedisConnection::Imp
       if (self->generation != gen || self->state != kUp) return;
       if (ec) return self->Disconnect("read failed: " + ec.message());
       self->last_read = SteadyClock::now();
-      if (redisReaderFeed(self->reader, self->rbuf.data(), n) != REDIS_OK) {
-        return self->Disconnect("bad reply from redis");
+      if (Status fed = self->reader->Feed(std::string_view(self->rbuf.data(), n)); !fed.ok()) {
+        return self->Disconnect(fed.message());
       }
       for (;;) {
-        void* raw = nullptr;
-        if (redisReaderGetReply(self->reader, &raw) != REDIS_OK) {
-          return self->Disconnect("bad reply from redis");
-        }
-        if (raw == nullptr) break;
-        auto* r = static_cast<redisReply*>(raw);
-        if (self->pending.empty()) {
-          freeReplyObject(r);
-          return self->Disconnect("reply without a command");
-        }
+        Result<std::optional<RedisReply>> reply = self->reader->Next();
+        if (!reply.ok()) return self->Disconnect(reply.status().message());
+        if (!reply->has_value()) break;
+        if (self->pending.empty()) return self->Disconnect("reply without a command");
         auto w = std::move(self->pending.front());
         self->pending.pop_front();
         if (w->timer && !w->abandoned && !w->result) {
-          w->result.emplace(Convert(r));
+          w->result.emplace(std::move(**reply));
           w->timer->cancel();
         }
-        freeReplyObject(r);
       }
       self->StartRead(gen);
     });

@@ -24,12 +24,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gantry/core/status.h"
 #include "gantry/gateway/limits.h"
+
+struct redisReader;  // hiredis
 
 namespace gantry::gateway {
 
@@ -43,6 +46,32 @@ struct RedisReply {
   bool is_error() const { return type == Type::kError; }
   // The reply as a human-readable string (for logs and tests).
   std::string ToString() const;
+};
+
+// The reply side of RESP (the Redis protocol), as RedisConnection reads it:
+// bytes in as they arrive, whole replies out, in order. hiredis's redisReader
+// does the decoding. An array reply may announce at most kMaxElements
+// elements: hiredis allocates the element table as soon as it reads the
+// header, so a larger count from a broken or hostile server is refused
+// instead of allocating gigabytes.
+class RespReader {
+ public:
+  static constexpr int64_t kMaxElements = int64_t{1} << 20;
+
+  RespReader();
+  ~RespReader();
+  RespReader(const RespReader&) = delete;
+  RespReader& operator=(const RespReader&) = delete;
+
+  // Appends bytes read from the server. DataLoss when the reader already
+  // failed; it stays failed (the connection must be dropped).
+  Status Feed(std::string_view bytes);
+  // The next complete reply, or nullopt while more bytes are needed.
+  // DataLoss for a protocol error (also an oversized array).
+  Result<std::optional<RedisReply>> Next();
+
+ private:
+  redisReader* reader_;
 };
 
 class RedisConnection {

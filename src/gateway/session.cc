@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
@@ -388,6 +389,47 @@ awaitable<void> Worker::Session(std::shared_ptr<Conn> c) {
   c->deadline.Close();
 }
 
+namespace {
+
+// `s` with every byte that is not part of a well-formed UTF-8 sequence
+// replaced by U+FFFD, so that a message echoing request bytes (a path, a
+// model name) stays valid JSON (found by fuzz_gateway_admin).
+std::string Utf8OrReplacement(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xC2 && c <= 0xDF ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    bool ok = len != 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      ok = (b & 0xC0) == 0x80;
+      // The second byte's range excludes overlong forms, surrogates and > U+10FFFF.
+      if (ok && k == 1) {
+        if (c == 0xE0) ok = b >= 0xA0;
+        if (c == 0xED) ok = b <= 0x9F;
+        if (c == 0xF0) ok = b >= 0x90;
+        if (c == 0xF4) ok = b <= 0x8F;
+      }
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 LocalResponse ErrorResponse(int status, std::string_view code, std::string_view message) {
   LocalResponse r;
   r.status = status;
@@ -399,7 +441,10 @@ LocalResponse ErrorResponse(int status, std::string_view code, std::string_view 
   r.body = "{\"error\":{\"code\":\"";
   AppendJsonEscaped(code, &r.body);
   r.body += "\",\"message\":\"";
-  AppendJsonEscaped(message, &r.body);
+  bool ascii = std::all_of(message.begin(), message.end(),
+                           [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  std::string replaced = ascii ? std::string() : Utf8OrReplacement(message);
+  AppendJsonEscaped(ascii ? message : std::string_view(replaced), &r.body);
   r.body += "\",\"type\":\"" + type + "\"}}";
   return r;
 }

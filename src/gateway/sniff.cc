@@ -591,6 +591,12 @@ std::optional<OpenAiRequest> SniffOpenAiRequestFast(std::string_view body) {
   };
   int64_t max_tokens = 0, max_completion_tokens = 0;
   bool has_max_completion = false;
+  // Any other top-level key may appear once too: the reference refuses every
+  // repeat, and the two must agree (found by fuzz_gateway_sniff). Past
+  // kMaxOtherKeys the reference decides, so this stays linear-ish.
+  constexpr size_t kMaxOtherKeys = 32;
+  std::string_view others[kMaxOtherKeys];
+  size_t n_others = 0;
   bool ok = sc.Object([&](const Str& key) {
     if (key.escaped) return false;  // might spell a key of interest
     std::string_view k = key.raw;
@@ -639,6 +645,11 @@ std::optional<OpenAiRequest> SniffOpenAiRequestFast(std::string_view body) {
     if (k == "messages") return once(32) && FastMessages(sc, &tokens);
     if (k == "prompt") return once(64) && FastPromptField(sc, &tokens);
     if (k == "input") return once(128) && FastPromptField(sc, &tokens);
+    if (n_others == kMaxOtherKeys) return false;
+    for (size_t i = 0; i < n_others; ++i) {
+      if (others[i] == k) return false;
+    }
+    others[n_others++] = k;
     return sc.SkipValue();
   });
   if (!ok) return std::nullopt;

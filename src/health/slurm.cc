@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 
@@ -41,12 +42,17 @@ std::string Field(std::string_view text, std::string_view key) {
 
 // Keeps a reason safe to pass as one scontrol argument and to show in
 // `sinfo -R`: one line, no quotes (scontrol's own parser would take them as
-// delimiters), single spaces.
+// delimiters), single spaces. Square brackets become parentheses: Slurm
+// appends " [user@time]" to a reason, ParseScontrolShowNode cuts it at the
+// first text of that shape, and a message holding one would read back as a
+// different reason (found by fuzz_health_scontrol).
 std::string CleanReasonText(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   for (char c : in) {
     if (c == '"' || c == '\'' || c == '`') continue;
+    if (c == '[') c = '(';
+    if (c == ']') c = ')';
     if (IsSpace(c) || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
     if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
     out.push_back(c);
@@ -154,9 +160,17 @@ Result<SlurmNodeState> ParseScontrolShowNode(std::string_view text) {
   }
   start -= std::string_view("NodeName=").size();
   std::string_view rec = text.substr(start);
-  size_t next = FindField(rec.substr(1), "NodeName");
-  if (next != std::string_view::npos)
-    rec = rec.substr(0, 1 + next - std::string_view("NodeName=").size());
+  // The next record starts a line with NodeName= (a "NodeName=" inside a
+  // field, e.g. in a free-text Reason=, does not end this one; found by
+  // fuzz_health_scontrol).
+  for (size_t nl = rec.find('\n'); nl != std::string_view::npos; nl = rec.find('\n', nl + 1)) {
+    std::string_view line = rec.substr(nl + 1);
+    line.remove_prefix(std::min(line.size(), line.find_first_not_of(" \t")));
+    if (line.starts_with("NodeName=")) {
+      rec = rec.substr(0, nl + 1);
+      break;
+    }
+  }
 
   SlurmNodeState st;
   st.name = Field(rec, "NodeName");

@@ -74,7 +74,9 @@ Status AuditChange(Call& c, Json record) {
   r["actor"] = c.who.actor;
   r["via"] = "http";
   r["artifacts"] = c.reg.artifacts().url();
-  c.o.audit->Append(r.dump());
+  // Invalid UTF-8 from the request (a name, a tag) would make dump() throw after
+  // the change was made, leaving it unaudited; it is written as U+FFFD instead.
+  c.o.audit->Append(r.dump(-1, ' ', false, Json::error_handler_t::replace));
   return c.o.audit->Flush().WithContext("writing the registry audit record");
 }
 
@@ -572,7 +574,9 @@ bool Matches(std::string_view pattern, std::string_view path, std::string* param
 void Reply(http::ServerResponse* resp, int status, const Json& body) {
   resp->status = status;
   resp->content_type = "application/json";
-  resp->body = body.dump();
+  // Messages echo request text, which may not be UTF-8 (found by
+  // fuzz_registry_http: a 500 "internal error" instead of the answer).
+  resp->body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void ReplyError(http::ServerResponse* resp, int status, std::string_view code,

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 #include "gantry/security/api_key.h"
@@ -235,6 +236,10 @@ Result<std::pair<ApiKeyInfo, std::string>> KeyStore::Rotate(std::string_view id,
     return InvalidArgument("rotation grace is negative (" + std::to_string(grace_s) +
                            "s); use 0 to revoke the old key now");
   }
+  int64_t grace_until = 0;
+  if (__builtin_add_overflow(now_unix, grace_s, &grace_until)) {
+    return InvalidArgument("rotation grace is too long (" + std::to_string(grace_s) + "s)");
+  }
   std::lock_guard<std::mutex> lock(impl_->mu);
   RETURN_IF_ERROR(impl_->Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> Result<std::pair<ApiKeyInfo, std::string>> {
@@ -244,7 +249,10 @@ Result<std::pair<ApiKeyInfo, std::string>> KeyStore::Rotate(std::string_view id,
     }
     int64_t new_expiry = 0;
     if (old.expires_unix != 0) {
-      new_expiry = now_unix + std::max<int64_t>(1, old.expires_unix - old.created_unix);
+      int64_t lifetime = std::max<int64_t>(1, old.expires_unix - old.created_unix);
+      new_expiry = lifetime > std::numeric_limits<int64_t>::max() - now_unix
+                       ? std::numeric_limits<int64_t>::max()
+                       : now_unix + lifetime;
     }
     ASSIGN_OR_RETURN(auto created,
                      impl_->InsertNewLocked(old.name, old.role, new_expiry, now_unix));
@@ -255,7 +263,7 @@ Result<std::pair<ApiKeyInfo, std::string>> KeyStore::Rotate(std::string_view id,
                                       "expires_unix != 0 AND expires_unix < ?2 THEN "
                                       "expires_unix ELSE ?2 END WHERE id = ?1"));
     sqlite3_bind_text(s.get(), 1, old.id.data(), static_cast<int>(old.id.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s.get(), 2, now_unix + grace_s);
+    sqlite3_bind_int64(s.get(), 2, grace_until);
     if (sqlite3_step(s.get()) != SQLITE_DONE) return impl_->Error("updating key " + old.id);
     return created;
   };
