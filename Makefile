@@ -13,8 +13,9 @@ all: build
 deps:
 	bash scripts/install-deps.sh
 
+# CMAKE_ARGS: extra configure flags, e.g. -DGANTRY_REQUIRE_ALL_FEATURES=ON (CI).
 $(BUILD)/build.ninja:
-	cmake --preset $(PRESET)
+	cmake --preset $(PRESET) $(CMAKE_ARGS)
 
 configure: $(BUILD)/build.ninja
 
