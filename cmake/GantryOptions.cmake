@@ -30,6 +30,12 @@ target_compile_options(gantry_options INTERFACE
 target_include_directories(gantry_options INTERFACE
   ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/include)
 target_compile_features(gantry_options INTERFACE cxx_std_20)
+if(GANTRY_SANITIZE OR GANTRY_TSAN)
+  # The plugins (shared modules) link the static libraries; sanitizer code refers to
+  # runtime symbols (e.g. __ubsan_vptr_type_cache) that only PIC may reach from a
+  # shared object.
+  set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+endif()
 if(GANTRY_SANITIZE)
   target_compile_options(gantry_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
