@@ -131,18 +131,6 @@ class Scanner {
   uint64_t total_bytes_ = 0;
 };
 
-std::string RandomId() {
-  unsigned char b[8];
-  if (RAND_bytes(b, sizeof b) != 1) std::abort();
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : b) {
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
-}
-
 // Chunks already in the repository (from one listing at the start, plus what
 // this run uploads). Shared by the upload tasks.
 class KnownChunks {
@@ -210,7 +198,7 @@ Result<Manifest> CreateBackup(Repository& repo, const CreateOptions& options) {
   if (options.sources.empty()) return InvalidArgument("give at least one directory to back up");
   const Clock& clock = options.clock ? *options.clock : SystemClock();
   Manifest m;
-  m.id = RandomId();
+  m.id = internal::RandomId();
   auto wall = clock.WallNow();
   m.time_unix = std::chrono::duration_cast<std::chrono::seconds>(wall.time_since_epoch()).count();
   m.time = FormatUtc(wall, "%Y-%m-%dT%H:%M:%SZ");

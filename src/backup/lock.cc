@@ -38,18 +38,6 @@ bool Holds(const std::string& id) {
   return Held().count(id) > 0;
 }
 
-std::string RandomId() {
-  unsigned char b[8];
-  if (RAND_bytes(b, sizeof b) != 1) std::abort();
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : b) {
-    s += d[c >> 4];
-    s += d[c & 15];
-  }
-  return s;
-}
-
 std::string Hostname() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) return "unknown";
@@ -140,6 +128,18 @@ std::string Describe(const LockInfo& i) {
 }
 
 }  // namespace
+
+std::string RandomId() {
+  unsigned char b[8];
+  if (RAND_bytes(b, sizeof b) != 1) std::abort();
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : b) {
+    s += d[c >> 4];
+    s += d[c & 15];
+  }
+  return s;
+}
 
 // Rewrites the lock every `refresh` until stopped.
 struct RepoLock::Refresher {

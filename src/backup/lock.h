@@ -33,6 +33,9 @@
 
 namespace gantry::backup::internal {
 
+// 16 random hex characters (backup and lock ids).
+std::string RandomId();
+
 inline constexpr std::string_view kLockPrefix = "locks/";
 
 enum class LockKind { kCreate, kPrune };

@@ -164,6 +164,28 @@ class PowerLossFileSystem::Impl {
     log_.push_back(std::move(op));
   }
 
+  // Rename and Replace: one atomic change of two entries. Takes mu itself.
+  Status Move(const std::string& from, const std::string& to, bool replace) {
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string what = "rename " + from + " -> " + to + (replace ? " (replacing)" : "");
+    RETURN_IF_ERROR(BeginLocked(what));
+    int from_dir, to_dir;
+    std::string from_name, to_name;
+    RETURN_IF_ERROR(ResolveParent(from, &from_dir, &from_name));
+    RETURN_IF_ERROR(ResolveParent(to, &to_dir, &to_name));
+    auto it = inodes_[from_dir].entries.find(from_name);
+    if (it == inodes_[from_dir].entries.end()) return NotFound(what + ": no such file");
+    auto target = inodes_[to_dir].entries.find(to_name);
+    if (target != inodes_[to_dir].entries.end()) {
+      if (!replace) return AlreadyExists(what + ": target exists");
+      if (inodes_[target->second].dir) return FailedPrecondition(what + ": target is a directory");
+    }
+    const int ino = it->second;
+    RecordLocked(
+        {{{from_dir, from_name, kNone}, {to_dir, to_name, ino}}, {from_dir, to_dir}, what});
+    return Status::Ok();
+  }
+
   int NewInodeLocked(bool dir) {
     inodes_.emplace_back();
     inodes_.back().dir = dir;
@@ -519,40 +541,11 @@ Status PowerLossFileSystem::SyncDir(const std::string& path) {
 }
 
 Status PowerLossFileSystem::Rename(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  const std::string what = "rename " + from + " -> " + to;
-  RETURN_IF_ERROR(impl_->BeginLocked(what));
-  int from_dir, to_dir;
-  std::string from_name, to_name;
-  RETURN_IF_ERROR(impl_->ResolveParent(from, &from_dir, &from_name));
-  RETURN_IF_ERROR(impl_->ResolveParent(to, &to_dir, &to_name));
-  auto it = impl_->inodes_[from_dir].entries.find(from_name);
-  if (it == impl_->inodes_[from_dir].entries.end()) return NotFound(what + ": no such file");
-  if (impl_->inodes_[to_dir].entries.count(to_name)) return AlreadyExists(what + ": target exists");
-  int ino = it->second;
-  impl_->RecordLocked(
-      {{{from_dir, from_name, kNone}, {to_dir, to_name, ino}}, {from_dir, to_dir}, what});
-  return Status::Ok();
+  return impl_->Move(from, to, /*replace=*/false);
 }
 
 Status PowerLossFileSystem::Replace(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  const std::string what = "rename " + from + " -> " + to + " (replacing)";
-  RETURN_IF_ERROR(impl_->BeginLocked(what));
-  int from_dir, to_dir;
-  std::string from_name, to_name;
-  RETURN_IF_ERROR(impl_->ResolveParent(from, &from_dir, &from_name));
-  RETURN_IF_ERROR(impl_->ResolveParent(to, &to_dir, &to_name));
-  auto it = impl_->inodes_[from_dir].entries.find(from_name);
-  if (it == impl_->inodes_[from_dir].entries.end()) return NotFound(what + ": no such file");
-  auto target = impl_->inodes_[to_dir].entries.find(to_name);
-  if (target != impl_->inodes_[to_dir].entries.end() && impl_->inodes_[target->second].dir) {
-    return FailedPrecondition(what + ": target is a directory");
-  }
-  int ino = it->second;
-  impl_->RecordLocked(
-      {{{from_dir, from_name, kNone}, {to_dir, to_name, ino}}, {from_dir, to_dir}, what});
-  return Status::Ok();
+  return impl_->Move(from, to, /*replace=*/true);
 }
 
 Status PowerLossFileSystem::Link(const std::string& from, const std::string& to) {
