@@ -76,6 +76,10 @@ struct PoolState {
   std::atomic<int64_t> held{0};     // held_queue.size(), readable without the lock
   static constexpr int64_t kNeverWoken = INT64_MIN;
   std::atomic<int64_t> last_wake_ns{kNeverWoken};
+  // Requests a later tier served because tier 0 had no backend up, since the
+  // last wake call: a pool with a fallback tier never holds, so these are what
+  // wake its primary from zero.
+  std::atomic<int64_t> fallback_served{0};
   std::atomic<metrics::Counter*> held_released{nullptr};
   std::atomic<metrics::Counter*> held_timeout{nullptr};
   std::atomic<metrics::Counter*> held_overflow{nullptr};

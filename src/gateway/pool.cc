@@ -591,96 +591,114 @@ Pick Balancer::Choose(const Target& target, const PickContext& ctx) {
   bool zone_pref = pool.cfg.zone_aware && !s.zone.empty();
   bool earlier_up = false;
   SmallList avail, narrowed;
-  for (size_t t = 0; t < pool.cfg.tiers.size(); ++t) {
-    const TierConfig& tier = pool.cfg.tiers[t];
-    avail.clear();
-    bool tier_up = false;
-    for (size_t b : tier.backends) {
-      if (b >= s.states.size()) continue;
-      const BackendState& st = *s.states[b];
-      if (!Impl::Up(st, now)) continue;
-      tier_up = true;
-      uint32_t max = s.backends[b].max_concurrent;
-      if (max != 0 && st.in_flight.load(std::memory_order_relaxed) >= static_cast<int64_t>(max)) {
+  // A retry goes to another backend of the same tier when there is one, else
+  // to a later tier (the first pass skips tiers whose every available backend
+  // already failed this request: repeating the failed primary while a fallback
+  // is up would turn a crashed primary into errors); only when no later tier
+  // can serve does the second pass try a failed backend again.
+  const bool retrying = ctx.exclude != nullptr && !ctx.exclude->empty();
+  bool skipped_tried = false;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1 && !skipped_tried) break;
+    earlier_up = false;
+    for (size_t t = 0; t < pool.cfg.tiers.size(); ++t) {
+      const TierConfig& tier = pool.cfg.tiers[t];
+      avail.clear();
+      bool tier_up = false;
+      for (size_t b : tier.backends) {
+        if (b >= s.states.size()) continue;
+        const BackendState& st = *s.states[b];
+        if (!Impl::Up(st, now)) continue;
+        tier_up = true;
+        uint32_t max = s.backends[b].max_concurrent;
+        if (max != 0 && st.in_flight.load(std::memory_order_relaxed) >= static_cast<int64_t>(max)) {
+          continue;
+        }
+        avail.push_back(static_cast<uint32_t>(b));
+      }
+      if (avail.empty()) {
+        earlier_up = earlier_up || tier_up;
         continue;
       }
-      avail.push_back(static_cast<uint32_t>(b));
-    }
-    if (avail.empty()) {
-      earlier_up = earlier_up || tier_up;
-      continue;
-    }
-    // Retries go elsewhere when the tier has another choice.
-    if (ctx.exclude != nullptr && !ctx.exclude->empty()) {
-      narrowed.clear();
-      for (size_t i = 0; i < avail.size(); ++i) {
-        if (std::find(ctx.exclude->begin(), ctx.exclude->end(), avail[i]) == ctx.exclude->end()) {
-          narrowed.push_back(avail[i]);
-        }
-      }
-      if (!narrowed.empty()) std::swap(avail, narrowed);
-    }
-    if (zone_pref) {
-      narrowed.clear();
-      for (size_t i = 0; i < avail.size(); ++i) {
-        if (s.backends[avail[i]].zone == s.zone) narrowed.push_back(avail[i]);
-      }
-      if (!narrowed.empty()) std::swap(avail, narrowed);
-    }
-    uint32_t chosen = avail[0];
-    if (avail.size() > 1) {
-      switch (pool.cfg.balance) {
-        case Balance::kRoundRobin:
-          chosen = avail[pool.state->rr.fetch_add(1, std::memory_order_relaxed) % avail.size()];
-          break;
-        case Balance::kWeighted: {
-          uint64_t total = 0;
-          for (size_t i = 0; i < avail.size(); ++i)
-            total += std::max<uint32_t>(1, s.backends[avail[i]].weight);
-          uint64_t x = im.Below(total);
-          for (size_t i = 0; i < avail.size(); ++i) {
-            uint64_t w = std::max<uint32_t>(1, s.backends[avail[i]].weight);
-            if (x < w) {
-              chosen = avail[i];
-              break;
-            }
-            x -= w;
+      if (retrying) {
+        narrowed.clear();
+        for (size_t i = 0; i < avail.size(); ++i) {
+          if (std::find(ctx.exclude->begin(), ctx.exclude->end(), avail[i]) == ctx.exclude->end()) {
+            narrowed.push_back(avail[i]);
           }
-          break;
         }
-        case Balance::kLeastRequest: {
-          // Power of two choices: two distinct random candidates, the one with
-          // fewer requests in flight per unit of weight wins.
-          size_t i = im.Below(avail.size());
-          size_t j = im.Below(avail.size() - 1);
-          if (j >= i) ++j;
-          uint32_t a = avail[i], b = avail[j];
-          int64_t fa = s.states[a]->in_flight.load(std::memory_order_relaxed);
-          int64_t fb = s.states[b]->in_flight.load(std::memory_order_relaxed);
-          uint64_t wa = std::max<uint32_t>(1, s.backends[a].weight);
-          uint64_t wb = std::max<uint32_t>(1, s.backends[b].weight);
-          // fa/wa <= fb/wb without division; ties go to the first (random) one.
-          chosen = static_cast<uint64_t>(std::max<int64_t>(0, fa)) * wb <=
-                           static_cast<uint64_t>(std::max<int64_t>(0, fb)) * wa
-                       ? a
-                       : b;
-          break;
+        if (!narrowed.empty()) {
+          std::swap(avail, narrowed);
+        } else if (pass == 0 && t + 1 < pool.cfg.tiers.size()) {
+          skipped_tried = true;  // failed for this request: not "up" for the degraded reason
+          continue;
         }
       }
+      if (zone_pref) {
+        narrowed.clear();
+        for (size_t i = 0; i < avail.size(); ++i) {
+          if (s.backends[avail[i]].zone == s.zone) narrowed.push_back(avail[i]);
+        }
+        if (!narrowed.empty()) std::swap(avail, narrowed);
+      }
+      uint32_t chosen = avail[0];
+      if (avail.size() > 1) {
+        switch (pool.cfg.balance) {
+          case Balance::kRoundRobin:
+            chosen = avail[pool.state->rr.fetch_add(1, std::memory_order_relaxed) % avail.size()];
+            break;
+          case Balance::kWeighted: {
+            uint64_t total = 0;
+            for (size_t i = 0; i < avail.size(); ++i)
+              total += std::max<uint32_t>(1, s.backends[avail[i]].weight);
+            uint64_t x = im.Below(total);
+            for (size_t i = 0; i < avail.size(); ++i) {
+              uint64_t w = std::max<uint32_t>(1, s.backends[avail[i]].weight);
+              if (x < w) {
+                chosen = avail[i];
+                break;
+              }
+              x -= w;
+            }
+            break;
+          }
+          case Balance::kLeastRequest: {
+            // Power of two choices: two distinct random candidates, the one with
+            // fewer requests in flight per unit of weight wins.
+            size_t i = im.Below(avail.size());
+            size_t j = im.Below(avail.size() - 1);
+            if (j >= i) ++j;
+            uint32_t a = avail[i], b = avail[j];
+            int64_t fa = s.states[a]->in_flight.load(std::memory_order_relaxed);
+            int64_t fb = s.states[b]->in_flight.load(std::memory_order_relaxed);
+            uint64_t wa = std::max<uint32_t>(1, s.backends[a].weight);
+            uint64_t wb = std::max<uint32_t>(1, s.backends[b].weight);
+            // fa/wa <= fb/wb without division; ties go to the first (random) one.
+            chosen = static_cast<uint64_t>(std::max<int64_t>(0, fa)) * wb <=
+                             static_cast<uint64_t>(std::max<int64_t>(0, fb)) * wa
+                         ? a
+                         : b;
+            break;
+          }
+        }
+      }
+      pick.backend = chosen;
+      pick.state = s.states[chosen];
+      pick.backend_name = s.backends[chosen].name;
+      pick.tier = t;
+      pick.model_rewrite = pool.tier_models[t];
+      if (t > 0) {
+        pick.degraded = true;
+        pick.reason = earlier_up ? kPrimarySaturated : kPrimaryUnavailable;
+        std::atomic<metrics::Counter*>& slot =
+            earlier_up ? pool.state->degraded_saturated : pool.state->degraded_unavailable;
+        if (metrics::Counter* c = slot.load(std::memory_order_relaxed)) c->Inc();
+        if (!earlier_up && pool.cfg.scale_from_zero.enabled) {
+          pool.state->fallback_served.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      return pick;
     }
-    pick.backend = chosen;
-    pick.state = s.states[chosen];
-    pick.backend_name = s.backends[chosen].name;
-    pick.tier = t;
-    pick.model_rewrite = pool.tier_models[t];
-    if (t > 0) {
-      pick.degraded = true;
-      pick.reason = earlier_up ? kPrimarySaturated : kPrimaryUnavailable;
-      std::atomic<metrics::Counter*>& slot =
-          earlier_up ? pool.state->degraded_saturated : pool.state->degraded_unavailable;
-      if (metrics::Counter* c = slot.load(std::memory_order_relaxed)) c->Inc();
-    }
-    return pick;
   }
   // Nothing can serve: shed.
   bool any_up = earlier_up;
@@ -910,11 +928,13 @@ std::vector<Balancer::WakeCall> Balancer::DueWakes(std::chrono::milliseconds eve
     const ScaleFromZeroConfig& z = p.cfg.scale_from_zero;
     if (!z.enabled || z.wake.empty()) continue;
     int64_t held = p.state->held.load();
-    if (held <= 0) continue;
+    int64_t fallback = p.state->fallback_served.load();
+    if (held <= 0 && fallback <= 0) continue;
     int64_t last = p.state->last_wake_ns.load();
     if (last != PoolState::kNeverWoken && now - last < every_ns) continue;
     if (!p.state->last_wake_ns.compare_exchange_strong(last, now)) continue;
-    out.push_back(WakeCall{p.cfg.name, z.wake, held});
+    p.state->fallback_served.fetch_sub(fallback);
+    out.push_back(WakeCall{p.cfg.name, z.wake, held, fallback});
   }
   return out;
 }

@@ -237,12 +237,15 @@ class Balancer {
   std::optional<Held> TryHold(const Pick& p);
   // True when every request queued before `h` has left the queue.
   bool FirstInLine(const Held& h) const;
-  // The wake calls due now: pools that hold requests and have a wake URL,
+  // The wake calls due now: pools with a wake URL that hold requests, or
+  // whose fallback tier served requests because tier 0 had no backend up
+  // (such a pool never holds: without this its primary would stay at zero),
   // at most one per pool per `every`. Marks them called.
   struct WakeCall {
     std::string pool;
     std::string url;
     int64_t held = 0;
+    int64_t fallback_served = 0;  // since the previous wake call
   };
   std::vector<WakeCall> DueWakes(std::chrono::milliseconds every = std::chrono::seconds(1));
 

@@ -422,10 +422,25 @@ TEST(Balancer, RetriesAvoidExcludedBackends) {
   ctx.exclude = &tried;
   auto spread = Spread(bal, cfg, PoolTarget(0), 50, ctx);
   EXPECT_EQ(spread["b"], 50);
-  // Everything in the tier tried: it still serves rather than fall back.
+  // Everything in the tier tried: the next tier serves the retry (as Envoy's
+  // previous_priorities retry plugin does), degraded as primary_unavailable,
+  // rather than the backends that failed this request.
   tried = {0, 1};
   spread = Spread(bal, cfg, PoolTarget(0), 50, ctx);
-  EXPECT_EQ(spread["a"] + spread["b"], 50);
+  EXPECT_EQ(spread["c"], 50);
+  Pick p = bal.Choose(PoolTarget(0), ctx);
+  EXPECT_TRUE(p.degraded);
+  EXPECT_EQ(p.reason, "primary_unavailable");
+  // No later tier can serve: a tried backend again, rather than nothing.
+  tried = {0, 1, 2};
+  spread = Spread(bal, cfg, PoolTarget(0), 50, ctx);
+  EXPECT_EQ(spread["c"], 50);
+  GatewayConfig one;
+  one.backends = {B("a")};
+  one.pools = {P("main", {{0}})};
+  bal.Configure(one);
+  tried = {0};
+  EXPECT_EQ(bal.Choose(PoolTarget(0), ctx).backend, 0u);
 }
 
 TEST(Balancer, RetryBudget) {
@@ -728,6 +743,43 @@ TEST(Balancer, ConcurrentUseWithReloads) {
   }
   for (auto& t : workers) t.join();
   for (const BackendStatus& s : bal.Backends()) EXPECT_EQ(s.in_flight, 0) << s.name;
+}
+
+// A pool at zero with a fallback tier serves degraded instead of holding; its
+// fallback answers must still wake the primary tier, or it stays at zero.
+TEST(Balancer, FallbackAnswersWakeAPrimaryTierAtZero) {
+  FakeClock clock;
+  GatewayConfig cfg;
+  cfg.backends = {B("fallback")};
+  cfg.pools = {P("churn", {{}, {0}}), P("plain", {{}, {0}})};
+  cfg.pools[0].scale_from_zero.enabled = true;
+  cfg.pools[0].scale_from_zero.wake = "http://127.0.0.1:1/wake/churn";
+  Balancer bal(clock, kSeed);
+  bal.Configure(cfg);
+
+  EXPECT_TRUE(bal.DueWakes().empty());  // no request yet
+  for (int i = 0; i < 3; ++i) {
+    Pick p = bal.Choose(PoolTarget(0), {});
+    ASSERT_EQ(p.backend, 0u);
+    EXPECT_TRUE(p.degraded);
+    EXPECT_EQ(p.reason, "primary_unavailable");
+    EXPECT_FALSE(bal.Holding(p));
+  }
+  EXPECT_EQ(bal.Choose(PoolTarget(1), {}).backend, 0u);  // no scale_from_zero: never woken
+
+  std::vector<Balancer::WakeCall> wakes = bal.DueWakes();
+  ASSERT_EQ(wakes.size(), 1u);
+  EXPECT_EQ(wakes[0].pool, "churn");
+  EXPECT_EQ(wakes[0].held, 0);
+  EXPECT_EQ(wakes[0].fallback_served, 3);
+  (void)bal.Choose(PoolTarget(0), {});
+  EXPECT_TRUE(bal.DueWakes().empty());  // at most one call per second
+  clock.Advance(seconds(1));
+  wakes = bal.DueWakes();
+  ASSERT_EQ(wakes.size(), 1u);
+  EXPECT_EQ(wakes[0].fallback_served, 1);  // counted since the previous call
+  clock.Advance(seconds(1));
+  EXPECT_TRUE(bal.DueWakes().empty());  // no new fallback answer: no call
 }
 
 TEST(Balancer, HoldQueueKeepsArrivalOrderAndItsBound) {

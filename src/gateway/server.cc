@@ -229,15 +229,20 @@ struct Gateway::Impl {
         req.method = "POST";
         req.url = w.url;
         req.headers = {{"Content-Type", "application/json"}};
-        req.body = Json{{"pool", w.pool}, {"held", w.held}}.dump();
+        req.body =
+            Json{{"pool", w.pool}, {"held", w.held}, {"fallback_served", w.fallback_served}}.dump();
         req.deadline = std::chrono::seconds(2);
         Result<http::Response> r = http::Send(req);
         if (!r.ok()) {
-          log::warn("gateway: pool '{}' holds {} requests; waking it ({}) failed: {}", w.pool,
-                    w.held, w.url, r.status().ToString());
+          log::warn(
+              "gateway: pool '{}' holds {} requests ({} served by its fallback); waking it "
+              "({}) failed: {}",
+              w.pool, w.held, w.fallback_served, w.url, r.status().ToString());
         } else if (r->status >= 300) {
-          log::warn("gateway: pool '{}' holds {} requests; waking it ({}) answered HTTP {}", w.pool,
-                    w.held, w.url, r->status);
+          log::warn(
+              "gateway: pool '{}' holds {} requests ({} served by its fallback); waking it "
+              "({}) answered HTTP {}",
+              w.pool, w.held, w.fallback_served, w.url, r->status);
         }
       }
       lock.lock();
