@@ -277,6 +277,25 @@ class GatewayActuator : public Actuator {
       o.pid = ReadPid(name);
       o.created = Created(name);
       seen.insert(name);
+      if (o.pid > 0 && !Alive(o.pid)) {
+        // Its process died (crashed, OOM-killed, killed): the gateway only
+        // sees an unhealthy backend, which would count as capacity forever.
+        // Take it out of the pool so that the controller starts a new one.
+        Result<Json> removed = admin_.RemoveBackend(cfg_.pool, name, /*force=*/true);
+        if (removed.ok() || removed.status().code() == StatusCode::kNotFound) {
+          log::warn(
+              "gateway actuator: backend '{}' of pool '{}' (pid {}) exited; removed it "
+              "from the pool so that it is replaced; its log: {}",
+              name, cfg_.pool, o.pid, LogPath(name));
+          std::error_code ec;
+          fs::remove(PidPath(name), ec);
+          continue;
+        }
+        log::warn(
+            "gateway actuator: backend '{}' (pid {}) exited, but removing it from pool "
+            "'{}' failed: {}",
+            name, o.pid, cfg_.pool, removed.status().ToString());
+      }
       out.push_back(std::move(o));
     }
     // Processes started but never added (a controller that stopped between

@@ -236,6 +236,45 @@ TEST_F(GatewayActuatorTest, HeldRequestsAreServedExactlyOnceByABackendStartedOnW
   EXPECT_EQ(after->target, 0);
 }
 
+// A backend whose process dies (crash, OOM kill) must stop counting as
+// capacity, or the controller never replaces it: found by the tour, where the
+// primary was SIGKILLed and the pool stayed on its fallback for good.
+TEST_F(GatewayActuatorTest, ABackendWhoseProcessDiedIsRemovedAndReplaced) {
+  Start(/*hold=*/8, /*startup_delay_s=*/0.2);
+  ASSERT_TRUE(actuator_->ScaleOut(1).ok());
+  auto cap = actuator_->Read();
+  ASSERT_TRUE(cap.ok()) << cap.status().ToString();
+  ASSERT_EQ(cap->instances.size(), 1u);
+  const std::string dead = cap->instances[0].id;
+  int pid = std::stoi(dir_.Read("backends/" + dead + ".pid"));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) {
+    // A zombie until the actuator reaps it: Read() must not count it either.
+    auto c = actuator_->Read();
+    ASSERT_TRUE(c.ok());
+    if (c->target == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto after = actuator_->Read();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->target, 0);
+  EXPECT_TRUE(after->instances.empty());
+  EXPECT_FALSE(fs::exists(dir_.Path("backends/" + dead + ".pid")));
+  auto admin = gateway::AdminClient::Create(gw_->url(), admin_key_);
+  ASSERT_TRUE(admin.ok());
+  auto pools = admin->Pools();
+  ASSERT_TRUE(pools.ok());
+  EXPECT_EQ((*pools)["pools"][0]["backends"], json::array());  // out of the pool
+
+  // The controller's next scale-out starts a new one, which serves.
+  ASSERT_TRUE(actuator_->ScaleOut(1).ok());
+  auto again = actuator_->Read();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->target, 1);
+  EXPECT_EQ(again->ready, 1);
+  EXPECT_EQ(Infer("after-crash").status, 200);
+}
+
 TEST_F(GatewayActuatorTest, FloodBeyondTheBoundGets503sAndNothingIsLostOrDuplicated) {
   // A backend that takes a while to load keeps the first requests held.
   Start(/*hold=*/4, /*startup_delay_s=*/1.5);
