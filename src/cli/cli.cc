@@ -46,4 +46,14 @@ int Fail(std::string_view command, const Status& s) {
   return ExitCode(s);
 }
 
+void OneValuePerFlag(CLI::App* app) {
+  for (CLI::Option* o : app->get_options()) {
+    if (!o->get_positional() &&
+        o->get_items_expected_max() >= CLI::detail::expected_max_vector_size / 16) {
+      o->allow_extra_args(false);
+    }
+  }
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) OneValuePerFlag(sub);
+}
+
 }  // namespace gantry::cli

@@ -49,6 +49,13 @@ void AddCommonFlags(CLI::App* cmd, CommonFlags* flags);
 // false when the level is unknown.
 bool ApplyCommonFlags(const CommonFlags& flags);
 
+// Makes every list-valued flag take one value per occurrence (`--tag a=1
+// --tag b=2 DIR`), as the help texts promise ("repeatable"). CLI11's default
+// lets such a flag swallow the words after it, positionals included, so
+// `backup create --tag run=1 /data` lost /data to the tag. Walks `app` and all
+// its subcommands; call it once after every command is registered.
+void OneValuePerFlag(CLI::App* app);
+
 using Action = std::function<int()>;
 
 // doctor_cmd.cc: `gantry doctor`. Sets *action when the subcommand was chosen.

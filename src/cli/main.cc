@@ -68,6 +68,7 @@ int Main(int argc, char** argv) {
   app.add_subcommand("bench",
                      "Collective benchmarks, nccl-tests compatible: gantry bench all_reduce "
                      "-b 8 -e 256M -f 2 --ranks 2 (see gantry bench --help)");
+  OneValuePerFlag(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
