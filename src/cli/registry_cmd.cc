@@ -220,6 +220,14 @@ Result<registry::RegisterRequest> RegisterRequestOf(const RegistryFlags& f) {
   if (!f.from_ckpt.empty() && !f.path.empty()) {
     return InvalidArgument("pass either PATH or --from-ckpt, not both");
   }
+  // --run is easily taken for the training run: silently dropping it would
+  // register a version without the lineage the user asked for.
+  if (f.from_ckpt.empty() && (!f.run.empty() || !f.step.empty())) {
+    return InvalidArgument(fmt::format(
+        "{} names the checkpoint run of --from-ckpt; registering PATH '{}', use --run-id for "
+        "the training run's id",
+        !f.run.empty() ? "--run" : "--step", f.path));
+  }
   return req;
 }
 

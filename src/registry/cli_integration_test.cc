@@ -177,6 +177,10 @@ TEST_F(RegistryCli, LocalVerbsExitCodesAndJson) {
   EXPECT_EQ(v1["files"].size(), 3u);
   EXPECT_EQ(v1["tags"]["team"], "ml");
   EXPECT_EQ(v1["lineage"]["run_id"], "run-7");
+  // --run is --from-ckpt's checkpoint run: with a PATH it is refused, never dropped.
+  CliRun wrong_flag = Gantry("register " + db + " llama " + P("model") + " --run run-7");
+  EXPECT_EQ(wrong_flag.rc, 2);
+  EXPECT_NE(wrong_flag.err.find("use --run-id"), std::string::npos) << wrong_flag.err;
   CliRun text = Gantry("register " + db + " llama " + P("model"));
   ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_EQ(text.out.rfind("registered llama/2 (3 files, 300018 bytes, manifest ", 0), 0u)

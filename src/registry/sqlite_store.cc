@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include "gantry/registry/registry.h"
 #include "sql_store.h"
@@ -107,6 +108,15 @@ class SqliteConnection final : public store::SqlConnection {
 }  // namespace
 
 Result<std::unique_ptr<MetadataStore>> OpenSqliteMetadataStore(const std::string& path) {
+  // SQLite creates the file but not its directory, and says only "unable to
+  // open database file": name what is missing (a mistyped --db, a deleted registry).
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    return NotFound("registry database " + path + ": the directory " + dir.string() +
+                    " does not exist; create it for a new registry, or point --db (or "
+                    "GANTRY_REGISTRY_DB) at the existing one");
+  }
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,

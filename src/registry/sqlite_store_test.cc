@@ -24,5 +24,15 @@ TEST(OpenMetadataStore, DispatchesOnTheUrlScheme) {
   EXPECT_EQ(s.status().message().find("hunter2"), std::string::npos) << s.status().message();
 }
 
+TEST(OpenMetadataStore, AMissingDirectoryIsNamedNotCreated) {
+  auto s = OpenMetadataStore("/nonexistent-gantry-dir/registry/registry.db");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kNotFound) << s.status().ToString();
+  EXPECT_NE(
+      s.status().message().find("the directory /nonexistent-gantry-dir/registry does not exist"),
+      std::string::npos)
+      << s.status().message();
+}
+
 }  // namespace
 }  // namespace gantry::registry::testing
