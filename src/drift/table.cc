@@ -208,9 +208,15 @@ Table Merge(const Layout& layout, std::vector<std::vector<ColumnBlock>>& blocks,
 Result<Layout> MakeLayout(const Schema& schema, const std::vector<std::string>& header,
                           std::string_view origin) {
   Layout layout;
+  // A target column may be absent: live inputs get their labels later, if
+  // ever, and a window without them is still compared (no model quality).
+  auto absent_target = [&](const ColumnSpec& c) {
+    return c.role == Role::kTarget &&
+           std::find(header.begin(), header.end(), c.name) == header.end();
+  };
   std::vector<int> schema_to_column(schema.columns().size(), -1);
   for (size_t i = 0; i < schema.columns().size(); ++i) {
-    if (schema.columns()[i].role == Role::kIgnore) continue;
+    if (schema.columns()[i].role == Role::kIgnore || absent_target(schema.columns()[i])) continue;
     schema_to_column[i] = static_cast<int>(layout.specs.size());
     layout.specs.push_back(schema.columns()[i]);
   }
@@ -241,7 +247,8 @@ Result<Layout> MakeLayout(const Schema& schema, const std::vector<std::string>& 
     layout.field_to_column.push_back(col);
   }
   for (size_t i = 0; i < schema.columns().size(); ++i) {
-    if (!seen[i] && schema.columns()[i].role != Role::kIgnore) {
+    if (!seen[i] && schema.columns()[i].role != Role::kIgnore &&
+        !absent_target(schema.columns()[i])) {
       return InvalidArgument(fmt::format(
           "{}:1: the header has no column '{}' named in the schema; add the column or remove it "
           "from the schema",

@@ -106,6 +106,22 @@ TEST(CsvTest, EmptyFileHeaderOnlyAndBlankLines) {
   EXPECT_EQ(b->rows, 2u);
 }
 
+// Live inputs come without labels: a target column may be missing (and is
+// then not in the table); every other column must be there.
+TEST(CsvTest, AWindowWithoutItsTargetColumnReadsWithoutIt) {
+  Schema s = MakeSchema(
+      "columns:\n  x: numerical\n  y: {type: categorical, role: target}\n"
+      "  p: {type: categorical, role: prediction}\n");
+  auto t = ReadTableString("x,p\n1,a\n2,b\n", "csv", s, "live.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->rows, 2u);
+  EXPECT_EQ(t->Find("y"), nullptr);
+  ASSERT_NE(t->Find("x"), nullptr);
+  auto no_pred = ReadTableString("x,y\n1,a\n", "csv", s, "live.csv");
+  ASSERT_FALSE(no_pred.ok());
+  EXPECT_THAT(no_pred.status().message(), HasSubstr("no column 'p'"));
+}
+
 TEST(CsvTest, HeaderMismatches) {
   Schema s = MakeSchema(kXY);
   auto extra = ReadTableString("x,c,cc\n1,a,b\n", "csv", s, "h.csv");

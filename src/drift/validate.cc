@@ -15,7 +15,6 @@
 namespace gantry::drift {
 namespace {
 
-
 // A prediction as text: numbers formatted like CellText so that 1, 1.0 and
 // "1" are the same class.
 std::optional<std::string> JsonText(const Json& v) {
@@ -189,8 +188,8 @@ Result<ValidateResult> Validate(const Table& labelled, const ValidateOptions& o)
   }
   if (target == nullptr) {
     return InvalidArgument(
-        "the schema has no column with role: target; mark the label column, "
-        "e.g. label: {type: categorical, role: target}");
+        "the labelled data has no target: mark the label column in the schema (e.g. label: "
+        "{type: categorical, role: target}) and make sure the data has that column");
   }
   if (features.empty()) return InvalidArgument("the schema has no feature columns to send");
   if (o.batch < 1) return InvalidArgument(fmt::format("--batch must be >= 1, got {}", o.batch));
