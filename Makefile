@@ -6,7 +6,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 GANTRY := $(BUILD)/bin/gantry
 
-.PHONY: all deps configure build test test-gpu unit integration doctor bench bench-gateway bench-drift bench-agent bench-storage fuzz fuzz-build format check-format clean
+.PHONY: all deps configure build test test-gpu unit integration doctor tour bench bench-gateway bench-drift bench-agent bench-storage fuzz fuzz-build format check-format clean
 
 all: build
 
@@ -39,6 +39,11 @@ integration: build
 doctor: deps
 	$(MAKE) build
 	$(GANTRY) doctor
+
+# The tour (examples/tour/): every module together on this machine, in minutes; writes
+# $(BUILD)/tour/report.html. Run after `make doctor`.
+tour: build
+	BUILD_DIR=$(BUILD) bash examples/tour/run.sh
 
 bench: build
 	bash bench/collectives.sh

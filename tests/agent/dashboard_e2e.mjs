@@ -5,12 +5,8 @@
 //   node tests/agent/dashboard_e2e.mjs --url http://127.0.0.1:PORT/ --screenshot OUT.png
 //
 // Prints one line per check; exits 0 when all pass, 1 (naming the failed check) otherwise.
-import { chromium } from 'playwright-core';
+import { arg, checks, openPage } from '../browser.mjs';
 
-function arg(name, fallback) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
 const url = arg('url');
 const screenshot = arg('screenshot');
 const chromiumPath = arg('chromium', '/usr/bin/chromium');
@@ -19,24 +15,10 @@ if (!url || !screenshot) {
   process.exit(2);
 }
 
-const failures = [];
-function check(ok, what) {
-  console.log((ok ? 'ok   ' : 'FAIL ') + what);
-  if (!ok) failures.push(what);
-}
+const { check, finish } = checks();
 
-// Runs as root in CI: chromium's sandbox needs --no-sandbox there.
-const browser = await chromium.launch({
-  executablePath: chromiumPath,
-  args: ['--no-sandbox', '--headless=new', '--disable-gpu', '--disable-dev-shm-usage'],
-});
+const { browser, page, errors } = await openPage(chromiumPath);
 try {
-  const page = await browser.newPage({ viewport: { width: 1360, height: 1000 }, colorScheme: 'light' });
-  const errors = [];
-  page.on('console', (m) => { if (m.type() === 'error') errors.push('console: ' + m.text()); });
-  page.on('pageerror', (e) => errors.push('pageerror: ' + e.message));
-  page.on('requestfailed', (r) => errors.push('request failed: ' + r.url()));
-  page.on('response', (r) => { if (r.status() >= 400) errors.push('HTTP ' + r.status() + ' for ' + r.url()); });
   const external = [];
   page.on('request', (r) => { if (!r.url().startsWith(new URL(url).origin)) external.push(r.url()); });
 
@@ -111,8 +93,4 @@ try {
 } finally {
   await browser.close();
 }
-if (failures.length) {
-  console.error(failures.length + ' check(s) failed: ' + failures.join('; '));
-  process.exit(1);
-}
-console.log('all checks passed');
+finish();
