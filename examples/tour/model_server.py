@@ -13,7 +13,9 @@ weights into a PyTorch MLP. The fallback is the logistic regression from the
 data step: simpler, less accurate, no registry needed.
 
 Endpoints: GET /v2/health/live, /v2/health/ready, /v2/models/<model>,
-/v2/models/<model>/ready; POST /v2/models/<model>/infer with one FP64 input
+/v2/models/<model>/ready; POST /v1/chat/completions (OpenAI protocol: the
+last user message is a customer record as JSON, the answer explains its churn
+risk, with token usage); POST /v2/models/<model>/infer with one FP64 input
 [batch, 6] answers the FP64 outputs "probs" [batch, 2] (class probabilities,
 first: what `gantry drift validate` reads) and "churn" [batch] (the churn
 probability alone: the gateway's anomaly detector watches its mean, which
@@ -30,6 +32,9 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
+
+FEATURES = ["tenure_months", "monthly_spend", "support_calls", "usage_hours", "discount",
+            "late_payments"]
 
 
 class Primary:
@@ -128,6 +133,9 @@ def main():
         def do_POST(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
+            if self.path == "/v1/chat/completions":
+                self.explain(body)
+                return
             if self.path != f"/v2/models/{args.model}/infer":
                 self.error(404, f"no model at {self.path}; this server serves {args.model}")
                 return
@@ -151,6 +159,34 @@ def main():
                                          {"name": "churn", "datatype": "FP64",
                                           "shape": [probs.shape[0]],
                                           "data": [round(float(v), 6) for v in probs[:, 1]]}]})
+
+        def explain(self, body):
+            """OpenAI chat completions: the last user message is a customer
+            record as JSON ({"tenure_months": 3, ...}); the answer explains the
+            churn risk in a sentence, with a `usage` block the gateway's token
+            limits and quotas count."""
+            try:
+                req = json.loads(body)
+                record = json.loads(req["messages"][-1]["content"])
+                x = np.asarray([[float(record[f]) for f in FEATURES]])
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                self.error(400, f"bad chat request: want the last user message to be a JSON "
+                                f"record with {', '.join(FEATURES)} ({e})")
+                return
+            p = float(model.predict(x)[0, 1])
+            z = (x[0] - model.mean) / model.std
+            top = sorted(range(len(FEATURES)), key=lambda i: -abs(z[i]))[:2]
+            text = (f"Churn risk {p:.0%} ({'high' if p >= 0.5 else 'low'}). Furthest from a "
+                    f"typical customer: " + ", ".join(
+                        f"{FEATURES[i]} {x[0][i]:g} ({z[i]:+.1f} sd)" for i in top) + ".")
+            prompt = sum(len(str(m.get("content", ""))) for m in req["messages"]) // 4 + 4
+            completion = len(text) // 4 + 1
+            self.reply(200, {"id": "chatcmpl-tour", "object": "chat.completion",
+                             "model": req.get("model", args.model),
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": text}}],
+                             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                       "total_tokens": prompt + completion}})
 
         def log_message(self, fmt, *a):
             pass  # the gateway's audit log records every request

@@ -184,16 +184,19 @@ pools:
     scale_from_zero: {{hold: 64, hold_timeout: 120s, wake: "http://127.0.0.1:{ports['autoscale']}/wake/churn", retry_after: 5s}}
 routes:
   - {{prefix: /v2/, protocol: kserve, pool: churn, auth: required, idempotent: true}}
+  - {{prefix: /v1/, protocol: openai, pool: churn, auth: required}}   # churn risk explained
 roles:
   admin: [{{action: "*"}}]
   app: [{{action: "model:invoke", resource: "churn*"}}]
   batch: [{{action: "model:invoke", resource: "churn*"}}]
   trial: [{{action: "model:invoke", resource: "churn*"}}]
+  explain: [{{action: "model:invoke", resource: "churn*"}}]
 rate_limits:
   - {{scope: key, requests: 100000, per: 1m, burst: 5000}}   # every key
   - {{scope: role, match: batch, requests: 5, per: 1m}}      # batch jobs: 5 a minute
 quotas:
   - {{scope: role, match: trial, calls_per_day: 3}}          # trial users: 3 calls a day
+  - {{scope: role, match: explain, tokens_per_day: 250}}     # explanations: 250 tokens a day
 audit:
   path: audit.jsonl
   signing_key: audit.key
@@ -271,6 +274,7 @@ def main(step):
     app_key = key(d, "web-app", "app")
     batch_key = key(d, "batch-scorer", "batch")
     trial_key = key(d, "trial-user", "trial")
+    explain_key = key(d, "support-desk", "explain")
 
     services = []
     t0 = time.monotonic()
@@ -349,6 +353,20 @@ def main(step):
                              {"Authorization": "Bearer " + trial_key})[0] for _ in range(4)]
         step.check(codes == [200, 200, 200, 403], "a key over its daily call quota (3) gets 403",
                    f"answers {codes}")
+
+        record = json.dumps(dict(zip(header, normal[0])))
+        chat = {"model": "churn", "messages": [{"role": "user", "content": record}]}
+        answers, spent = [], 0
+        for _ in range(12):
+            st, _, b = common.http("POST", gw_url + "/v1/chat/completions", chat,
+                                   {"Authorization": "Bearer " + explain_key})
+            answers.append(st)
+            if st != 200:
+                break
+            spent += json.loads(b)["usage"]["total_tokens"]
+        step.check(answers[-1] == 403 and answers.count(200) >= 2 and 150 <= spent <= 350,
+                   "a key over its daily token quota (250) gets 403, counted from the answers' usage",
+                   f"{answers.count(200)} answers spent {spent} tokens, then HTTP {answers[-1]}")
 
         # 3. Steady traffic.
         phases.append([round(time.monotonic() - t0, 2), "steady traffic"])
