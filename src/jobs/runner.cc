@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
 #include <regex>
@@ -909,7 +910,7 @@ class Runner {
     }
     if (!s.prereqs.empty()) {
       PrereqContext ctx{s.workdir, s.image, u.gpus, o_.nvml_library};
-      std::vector<PrereqResult> results = prereq_.Check(s.prereqs, ctx);
+      std::vector<PrereqResult> results = TrialPrereqs(name, t != nullptr, s.prereqs, ctx);
       r.prereq = ToJson(results);
       std::string failed = FailureSummary(results);
       if (!failed.empty()) {
@@ -1068,6 +1069,27 @@ class Runner {
       if (t.state == StepState::kSucceeded) raw->Complete(t.index);
     }
     return raw;
+  }
+
+  // A sweep's trials share their step's prerequisite check: a passing result
+  // is reused for kTrialPrereqReuse. This loop is the one that reads running
+  // trials' metrics, and checking `python:` (importing torch) takes seconds
+  // per trial, so early termination would land after the trials it stops had
+  // finished. GPU memory depends on the GPUs each trial gets: never reused.
+  std::vector<PrereqResult> TrialPrereqs(const std::string& step, bool trial,
+                                         const Prerequisites& p, const PrereqContext& ctx) {
+    constexpr auto kTrialPrereqReuse = std::chrono::minutes(5);
+    const bool reusable = trial && p.gpu_memory_free_bytes == 0;
+    auto now = Clock::now();
+    if (reusable) {
+      auto it = trial_prereqs_.find(step);
+      if (it != trial_prereqs_.end() && now - it->second.first < kTrialPrereqReuse) {
+        return it->second.second;
+      }
+    }
+    std::vector<PrereqResult> results = prereq_.Check(p, ctx);
+    if (reusable && FailureSummary(results).empty()) trial_prereqs_[step] = {now, results};
+    return results;
   }
 
   void ReadAllTrialMetrics() {
@@ -1487,6 +1509,7 @@ class Runner {
   std::map<std::string, std::map<std::string, std::string>> handler_env_;
   std::string trial_failure_;
   PrereqChecker prereq_;
+  std::map<std::string, std::pair<Clock::time_point, std::vector<PrereqResult>>> trial_prereqs_;
   std::unique_ptr<security::AuditLog> audit_;
   int node_gpus_ = 0;
   std::set<int> free_gpus_;

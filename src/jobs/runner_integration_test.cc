@@ -427,5 +427,36 @@ steps:
   EXPECT_TRUE(fs::exists(dir_.Path("state/trials/train/best.json")));
 }
 
+// The loop that reads running trials' metrics also checks prerequisites; a
+// `python:` check per trial (seconds for torch) delayed early termination past
+// the end of the trials it stopped (found by the tour). A sweep's trials share
+// one passing check; other steps are still checked per attempt.
+TEST_F(RunnerTest, ASweepsTrialsShareOnePassingPrerequisiteCheck) {
+  std::string py = dir_.Write("py.sh", "#!/bin/sh\necho check >> " + dir_.Path("checks") +
+                                           "\nexec /usr/bin/python3 \"$@\"\n");
+  fs::permissions(py, fs::perms::owner_all);
+  Result<RunRecord> r = Run(R"(
+requires: {python: [json], python_interpreter: )" +
+                            py + R"(}
+steps:
+  train:
+    shell: "echo accuracy=0.5 step=1 >> \"$GANTRY_METRICS_FILE\""
+    sweep:
+      search_space:
+        lr: {type: choice, values: [1, 2, 3, 4]}
+      sampling_algorithm: grid
+      objective: {primary_metric: accuracy, goal: maximize}
+      limits: {max_total_trials: 4, max_concurrent_trials: 1}
+  after:
+    needs: [train]
+    shell: "true"
+)");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->state, "succeeded") << events_;
+  EXPECT_EQ(Step(*r, "train").trials.size(), 4u);
+  // One check for the four trials, one for `after`.
+  EXPECT_EQ(dir_.Read("checks"), "check\ncheck\n");
+}
+
 }  // namespace
 }  // namespace gantry::jobs
