@@ -24,6 +24,8 @@ def sweep_series(step):
     sweep = next(s for s in state["steps"] if s.get("name") == "sweep") \
         if isinstance(state.get("steps"), list) else state["steps"]["sweep"]
     trials, best = [], sweep.get("best_trial")
+    if sweep.get("started") and sweep.get("finished"):
+        step.seconds = sweep["finished"] - sweep["started"]
     for t in sweep.get("trials", []):
         values = []
         for path in glob.glob(os.path.join(t["dir"], "*metrics*")):
