@@ -53,9 +53,11 @@ def main(step):
     try:
         common.wait_until(lambda: _listening(port), timeout=30, what="azurite")
         before = {"registry": tree_digest(registry), "ckpt": tree_digest(ckpt)}
-        create = common.run([g, "backup", "create", "--repo", repo, "--tag", "tour=1",
-                             registry, ckpt, "--json"], env=env, timeout=300)
-        step.say("backup: " + create.stdout.strip().splitlines()[-1][:200])
+        made = common.run_json([g, "backup", "create", "--repo", repo, "--tag", "tour=1",
+                                registry, ckpt, "--json"], env=env, timeout=300)
+        st = made["stats"]
+        step.say(f"backup {made['id']} to {repo}: {st['files']} files, {st['bytes']} bytes in "
+                 f"{st['chunks']} chunks, {st['uploaded_bytes']} bytes uploaded (zstd)")
         v = common.run([g, "backup", "verify", "--repo", repo, "latest", "--read-data"], env=env,
                        check=False)
         step.check(v.returncode == 0, "gantry backup verify --read-data passes", f"exit {v.returncode}")
