@@ -305,6 +305,12 @@ def main(step):
         common.wait_http(f"http://127.0.0.1:{ports['fallback']}/v2/health/ready", what="fallback", service=fb)
         common.wait_http(gw_url + "/healthz", what="gateway", service=gw)
         common.wait_http(as_url + "/healthz", what="autoscale", service=asc)
+        def fallback_up():  # the gateway's own health check has passed it
+            _, _, b = common.http("GET", gw_url + "/admin/pools",
+                                  headers={"Authorization": "Bearer " + admin})
+            pools = json.loads(b).get("pools", [])
+            return any(p.get("name") == "churn" and p.get("up", 0) >= 1 for p in pools)
+        common.wait_until(fallback_up, timeout=30, what="the gateway's health check of the fallback")
         poller = Poller(as_url, gw_url, admin, t0)
         poller.start()
         infer = gw_url + "/v2/models/churn/infer"
