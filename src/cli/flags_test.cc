@@ -35,11 +35,21 @@ TEST(OneValuePerFlag, RepeatableFlagsLeaveThePositionalsAlone) {
 }
 
 TEST(OneValuePerFlag, WithoutItTheTagTookTheDirectories) {
-  // The CLI11 default this guards against, so the test above cannot pass by accident.
+  // The CLI11 default this guards against, so the test above cannot pass by
+  // accident: the tag swallows every directory but the last one a required
+  // positional needs, or all of them when another flag follows.
   CLI::App app{"t", "gantry"};
   Action action;
   RegisterBackup(app, &action);
-  EXPECT_THROW(Parse(app, {"backup", "create", "--repo", "/r", "--tag", "run=1", "/data/models"}),
+  CLI::App* create = app.get_subcommand("backup")->get_subcommand("create");
+  ASSERT_NO_THROW(Parse(
+      app, {"backup", "create", "--repo", "/r", "--tag", "run=1", "/data/models", "/data/ckpt"}));
+  EXPECT_EQ(Results(create, "--tag"), (std::vector<std::string>{"run=1", "/data/models"}));
+  EXPECT_EQ(Results(create, "dirs"), (std::vector<std::string>{"/data/ckpt"}));
+  CLI::App again{"t", "gantry"};
+  RegisterBackup(again, &action);
+  EXPECT_THROW(Parse(again, {"backup", "create", "--repo", "/r", "--tag", "run=1", "/data/models",
+                             "/data/ckpt", "--json"}),
                CLI::ParseError);
 }
 
