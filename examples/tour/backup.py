@@ -8,6 +8,7 @@ every restored byte.
 import hashlib
 import os
 import shutil
+import socket
 
 import common
 
@@ -89,7 +90,6 @@ def main(step):
 
 
 def _listening(port):
-    import socket
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True

@@ -144,15 +144,7 @@ class Service:
             return ""
 
     def stop(self, grace=10):
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
+        stop_group(self.proc.pid, grace)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)  # whatever is left in the group
         except (ProcessLookupError, PermissionError):
@@ -161,6 +153,30 @@ class Service:
             self.proc.wait(5)
         self.log.close()
         return self.proc.returncode
+
+
+def running(pid):
+    """Alive and not a zombie (a zombie has exited; its parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_group(pid, grace=5):
+    """SIGTERM to the process group led by pid, SIGKILL after grace; returns
+    once the leader is gone (exited or a zombie)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and running(pid):
+            time.sleep(0.05)
+        if not running(pid):
+            return
 
 
 def http(method, url, body=None, headers=None, timeout=10):

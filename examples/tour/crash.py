@@ -19,6 +19,7 @@ import common
 EPOCHS = 6
 KEEP_LAST = 3
 KILL_AT = 150  # of 282 steps
+EVERY = 25     # checkpoint interval
 
 
 def losses(text):
@@ -28,7 +29,7 @@ def losses(text):
 
 def train_cmd(data, ckpt):
     return [common.PY, os.path.join(common.HERE, "train.py"), "--data", data, "--ckpt", ckpt,
-            "--epochs", str(EPOCHS), "--keep-last", str(KEEP_LAST)]
+            "--epochs", str(EPOCHS), "--every", str(EVERY), "--keep-last", str(KEEP_LAST)]
 
 
 def main(step):
@@ -58,8 +59,7 @@ def main(step):
     resumed_run = common.run(train_cmd(data, crash_dir), timeout=600)
     m = re.search(r"^resumed from step (\d+)$", resumed_run.stdout, re.M)
     resumed_from = int(m.group(1)) if m else None
-    every = 25  # train.py's --every
-    step.check(resumed_from is not None and KILL_AT - every <= resumed_from <= KILL_AT,
+    step.check(resumed_from is not None and KILL_AT - EVERY <= resumed_from <= KILL_AT,
                "the restart resumed from the newest committed checkpoint",
                f"resumed from step {resumed_from}")
     resumed = losses(resumed_run.stdout)

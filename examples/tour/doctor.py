@@ -41,14 +41,13 @@ def main(step):
         p = common.run([g, "assess", "run", *argv, "--format", "json", "--output", out,
                         "--fail-on", "critical"], check=False, timeout=300)
         rep = common.load_json(out) if os.path.exists(out) else {}
-        results = rep.get("results", rep.get("findings", []))
-        failed = [r for r in results if str(r.get("outcome", r.get("status", ""))).lower()
-                  in ("fail", "failed")]
+        results = rep.get("findings", [])
+        failed = [r for r in results if r.get("outcome") == "fail"]
         step.check(p.returncode in (0, 1) and results,
                    f"gantry assess run {' '.join(argv) if what == 'node' else 'azure/main.json'} "
                    f"gives findings", f"exit {p.returncode}, {len(results)} results, "
                    f"{len(failed)} failed")
-        ids = sorted({r.get("rule", r.get("id", "?")) for r in failed})
+        ids = sorted({r["rule"] for r in failed})
         step.say(f"assess {what}: {len(results)} checks, {len(failed)} failed"
                  + (f" ({', '.join(ids[:8])}{'...' if len(ids) > 8 else ''})" if ids else ""))
 

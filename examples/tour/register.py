@@ -21,8 +21,7 @@ import common
 def sweep_series(step):
     """The sweep's trials from gantry jobs' state file and each trial's metrics."""
     state = common.load_json(os.path.join(common.out_dir("jobs"), "state.json"))
-    sweep = next(s for s in state["steps"] if s.get("name") == "sweep") \
-        if isinstance(state.get("steps"), list) else state["steps"]["sweep"]
+    sweep = state["steps"]["sweep"]
     trials, best = [], sweep.get("best_trial")
     if sweep.get("started") and sweep.get("finished"):
         step.seconds = sweep["finished"] - sweep["started"]
@@ -62,7 +61,7 @@ def main(step, args):
     sweep = common.Step("sweep", 4, "Sweep the learning rate with Bandit early termination")
     try:
         sweep_series(sweep)
-    except (KeyError, StopIteration, OSError, ValueError) as e:
+    except (KeyError, OSError, ValueError) as e:
         sweep.check(False, "the jobs state file has the sweep", repr(e))
     sweep.write()
 

@@ -133,9 +133,7 @@ class Poller(threading.Thread):
             t = round(time.monotonic() - self.t0, 2)
             try:
                 _, _, body = common.http("GET", self.autoscale_url + "/status", timeout=2)
-                targets = json.loads(body)["targets"]
-                tgt = targets["churn"] if isinstance(targets, dict) else next(
-                    x for x in targets if x.get("name") == "churn")
+                tgt = next(x for x in json.loads(body)["targets"] if x.get("name") == "churn")
                 self.capacity.append([t, tgt["capacity"]["ready"]])  # backends that serve
             except (OSError, ValueError, KeyError, TypeError, StopIteration):
                 pass
@@ -161,7 +159,7 @@ def alertmanager_alerts(url):
         return []
 
 
-def write_configs(d, ports, data):
+def write_configs(d, ports):
     am_cfg = os.path.join(d, "alertmanager.yml")
     with open(am_cfg, "w") as f:
         f.write("route: {receiver: ml-oncall, group_by: [alertname], group_wait: 100ms, "
@@ -267,7 +265,7 @@ def main(step):
     data = common.out_dir("data")
     ports = {k: common.free_port() for k in ("gateway", "fallback", "autoscale", "alertmanager")}
     ports["primary_lo"] = random.Random().randrange(21000, 29000)
-    am_cfg, gw_cfg, as_cfg = write_configs(d, ports, data)
+    am_cfg, gw_cfg, as_cfg = write_configs(d, ports)
     if not os.path.exists(os.path.join(d, "audit.key")):
         common.run([G, "audit", "keygen", "--out", os.path.join(d, "audit")])
     admin = key(d, "autoscaler", "admin")
@@ -443,10 +441,11 @@ def main(step):
         # operator would, by their pid files. Then the services, last started first.
         primaries = primary_pids(d)
         for pid in primaries:
-            stop_group(pid)
+            common.stop_group(pid)
         for svc in reversed(services):
             svc.stop()
-        left = [pid for pid in primaries + [s.proc.pid for s in services] if running(pid)]
+        left = [pid for pid in primaries + [svc.proc.pid for svc in services]
+                if common.running(pid)]
         step.check(not left, "every process the step started is stopped",
                    f"left behind: {left}" if left else
                    f"{len(services)} services and {len(primaries)} primary stopped")
@@ -459,28 +458,6 @@ def primary_pids(d):
             with open(os.path.join(root, name)) as f:
                 pids.append(int(f.read().split()[0]))
     return pids
-
-
-def running(pid):
-    """Alive and not a zombie (a zombie has exited; its parent has not reaped it yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def stop_group(pid, grace=5):
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and running(pid):
-            time.sleep(0.05)
-        if not running(pid):
-            return
 
 
 def fmt3(x):
